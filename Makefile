@@ -1,0 +1,35 @@
+# The two commands users need: `make bench` and `make test`. Both set up what
+# is missing (engine, Python env, images) and skip what is already there.
+VENV  := .venv
+BIN   := $(VENV)/bin
+ARGS  ?=
+
+.PHONY: bench test lint format setup engine venv images clean
+
+bench: setup
+	$(BIN)/fixos bench $(ARGS)
+
+test: setup
+	$(BIN)/pytest $(ARGS)
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: venv
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+setup: engine venv images
+
+engine:
+	@scripts/ensure-engine
+
+venv:
+	@scripts/ensure-venv $(VENV)
+
+images: engine venv
+	@$(BIN)/fixos setup
+
+clean: venv
+	$(BIN)/fixos clean

@@ -1,0 +1,13 @@
+"""Does nothing: every scenario must score it 0."""
+
+from __future__ import annotations
+
+from agents.base import Task
+from shells.base import Shell
+
+
+class NopAgent:
+    name = "nop"
+
+    def solve(self, task: Task, shell: Shell) -> None:
+        return None

@@ -1,0 +1,20 @@
+"""Runs the scenario's reference repair: proves a scenario can be solved."""
+
+from __future__ import annotations
+
+import shlex
+
+from agents.base import Task
+from shells.base import Shell
+
+
+class OracleAgent:
+    name = "oracle"
+    wants_solution = True
+
+    def __init__(self, solution: str) -> None:
+        self._solution = solution
+
+    def solve(self, task: Task, shell: Shell) -> None:
+        # One step, in a child bash, so an `exit` in the script ends only the script.
+        shell.run(f"bash -euo pipefail -c {shlex.quote(self._solution)}")

@@ -1,0 +1,41 @@
+"""All scenarios under scenarios/, validated against the fault and check registries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fixos.errors import FixOSError
+from fixos.scenario import SCENARIO_DIR, Scenario, load_scenario
+from injector import FAULTS
+from verifier import CHECKS
+
+DIFFICULTIES = ("easy", "medium", "hard")
+
+
+def load_catalog(directory: Path = SCENARIO_DIR) -> dict[str, Scenario]:
+    scenarios: dict[str, Scenario] = {}
+    for path in sorted(directory.glob("*.yaml")):
+        scenario = load_scenario(path, faults=FAULTS, checks=CHECKS)
+        scenarios[scenario.id] = scenario
+    return dict(
+        sorted(scenarios.items(), key=lambda kv: (DIFFICULTIES.index(kv[1].difficulty), kv[0]))
+    )
+
+
+def select(catalog: dict[str, Scenario], wanted: list[str] | None) -> list[Scenario]:
+    """Scenarios by id or by difficulty (``easy``, ``medium``, ``hard``); all when none given."""
+    if not wanted:
+        return list(catalog.values())
+    chosen: list[Scenario] = []
+    for word in wanted:
+        for part in word.split(","):
+            if part in DIFFICULTIES:
+                matches = [s for s in catalog.values() if s.difficulty == part]
+            elif part in catalog:
+                matches = [catalog[part]]
+            else:
+                raise FixOSError(
+                    f"no scenario {part!r}; choose ids from `fixos list` or one of {DIFFICULTIES}"
+                )
+            chosen += [s for s in matches if s not in chosen]
+    return chosen

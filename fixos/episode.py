@@ -1,0 +1,206 @@
+"""One episode as short named phases: boot, record the healthy host, inject and
+confirm, let the agent work, verify, and always tear down.
+
+``Episode`` is also the Python API for agent authors::
+
+    with Episode(scenario, seed=3, client=client, images=images) as ep:
+        ep.shell.run("ps aux")
+        verdict = ep.verify()
+"""
+
+from __future__ import annotations
+
+import secrets
+import statistics
+import time
+from collections.abc import Callable
+
+import docker
+
+from agents import Task, make_agent
+from fixos.errors import BudgetExhausted, InvalidEpisode, ShellError, StackError
+from fixos.models import EpisodeRecord, InjectedFault, Step, Timings, Verdict
+from fixos.scenario import Scenario
+from fixos.stack import Stack
+from injector import inject_all
+from shells.base import Shell
+from shells.recording import RecordingShell
+from verifier import Probe, snapshot, verify
+from verifier.backend import testinfra_host
+from verifier.verify import CheckEntry
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+class Episode:
+    def __init__(
+        self,
+        scenario: Scenario,
+        seed: int,
+        *,
+        client: docker.DockerClient,
+        images: dict[str, str],
+        run_id: str | None = None,
+        episode_id: str | None = None,
+    ) -> None:
+        self.scenario = scenario
+        self.seed = seed
+        self.run_id = run_id or new_run_id()
+        self.episode_id = episode_id or f"{scenario.id}-s{seed}"
+        self.stack = Stack(
+            client,
+            run_id=self.run_id,
+            episode_id=f"{self.run_id}-{self.episode_id}",
+            hosts=scenario.hosts,
+            images=images,
+        )
+        self.timings = Timings()
+        self.faults: list[InjectedFault] = []
+        self._baseline: dict = {}
+        self._shell: Shell | None = None
+        self._checks = [
+            CheckEntry(c.name, c.type, scenario.host_of(c), c.scored, c.weight, c.params)
+            for c in scenario.checks
+        ]
+
+    # -- phases -----------------------------------------------------------
+
+    def reset(self) -> None:
+        """Boot the hosts, record them healthy, break them, and confirm they are broken."""
+        started = time.monotonic()
+        self.stack.up()
+        healthy = self._verify_now(record_baseline=True)
+        if not healthy.solved:
+            failing = [f"{c.name}: {c.detail}" for c in healthy.checks if not c.passed]
+            raise InvalidEpisode(f"checks fail on the healthy host: {'; '.join(failing)}")
+        shells = {name: host.shell() for name, host in self.stack.hosts.items()}
+        try:
+            faults = [(self.scenario.host_of(f), f.type, f.params) for f in self.scenario.faults]
+            self.faults = inject_all(faults, shells, self.seed)
+        finally:
+            for shell in shells.values():
+                shell.close()
+        broken = self._verify_now()
+        if broken.solved:
+            raise InvalidEpisode("the injected faults left every scored check passing")
+        self.timings.reset = time.monotonic() - started
+
+    @property
+    def shell(self) -> Shell:
+        """The agent's session on the scenario's first host (opened on first use)."""
+        if self._shell is None:
+            self._shell = self.stack.hosts[self.scenario.hosts[0].name].shell()
+        return self._shell
+
+    def verify(self) -> Verdict:
+        """Judge the hosts now, each through a fresh session the agent never touched."""
+        started = time.monotonic()
+        verdict = self._verify_now()
+        self.timings.verify = time.monotonic() - started
+        return verdict
+
+    def close(self) -> None:
+        try:
+            if self._shell is not None:
+                self._shell.close()
+        finally:
+            self.stack.down()
+
+    def __enter__(self) -> Episode:
+        try:
+            self.reset()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- helpers ----------------------------------------------------------
+
+    def _verify_now(self, *, record_baseline: bool = False) -> Verdict:
+        shells = {name: host.shell() for name, host in self.stack.hosts.items()}
+        try:
+            probes = {
+                name: Probe(testinfra_host(shells[name], name), shells[name], host)
+                for name, host in self.stack.hosts.items()
+            }
+            if record_baseline:
+                self._baseline = snapshot(self._checks, probes)
+            return verify(self._checks, probes, self._baseline)
+        finally:
+            for shell in shells.values():
+                shell.close()
+
+
+def run_episode(
+    scenario: Scenario,
+    seed: int,
+    agent_name: str,
+    *,
+    client: docker.DockerClient,
+    images: dict[str, str],
+    run_id: str,
+    on_step: Callable[[Step], None] | None = None,
+) -> tuple[EpisodeRecord, list[Step]]:
+    """Run one episode to its record; harness failures give an ``invalid`` record, not a score."""
+    episode_id = f"{scenario.id}-s{seed}-{agent_name}"
+    record = EpisodeRecord(
+        run_id=run_id,
+        episode_id=episode_id,
+        scenario=scenario.id,
+        difficulty=scenario.difficulty,
+        seed=seed,
+        agent=agent_name,
+        status="invalid",
+        reward=None,
+        solved=False,
+        steps=0,
+        timings=Timings(),
+    )
+    steps: list[Step] = []
+    agent = make_agent(agent_name, solution=scenario.solution)
+    episode = Episode(
+        scenario, seed, client=client, images=images, run_id=run_id, episode_id=episode_id
+    )
+    record.timings = episode.timings
+    try:
+        episode.reset()
+        record.faults = episode.faults
+        record.images = episode.stack.image_ids()
+        limits = scenario.limits
+        shell = RecordingShell(
+            episode.shell,
+            max_steps=limits.max_steps,
+            wall_seconds=limits.wall_seconds,
+            command_timeout=limits.command_timeout,
+            on_step=on_step,
+        )
+        steps = shell.steps
+        started = time.monotonic()
+        try:
+            agent.solve(Task(scenario.instruction, limits.max_steps, limits.wall_seconds), shell)
+        except BudgetExhausted:
+            pass
+        except (StackError, ShellError):
+            raise
+        except Exception as exc:  # the agent's own bug: it is still judged on the host it left
+            record.error = f"agent raised {type(exc).__name__}: {exc}"
+        episode.timings.agent = time.monotonic() - started
+        verdict = episode.verify()
+        record.status = "scored"
+        record.verdict = verdict
+        record.reward = verdict.reward
+        record.solved = verdict.solved
+    except (InvalidEpisode, StackError, ShellError) as exc:
+        record.status = "invalid"
+        record.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        episode.close()
+    record.steps = len(steps)
+    if steps:
+        record.timings.step_mean = statistics.fmean(s.duration for s in steps)
+    return record, steps

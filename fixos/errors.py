@@ -1,0 +1,53 @@
+"""Every error FixOS raises on purpose; catch ``FixOSError`` to catch them all.
+
+FixOSError
+├── ScenarioError        a scenario file is malformed (names file and field)
+├── UnknownTypeError     a fault, check or agent name nobody registered
+├── EngineError          no Docker engine answers, or an image cannot be built
+├── StackError           a host did not boot or became unreachable
+├── ShellError           a shell session broke (transport died twice)
+├── InvalidEpisode       the world could not be set up as the scenario says;
+│                        such an episode is never scored
+└── BudgetExhausted      an agent used up its steps or wall time
+"""
+
+from __future__ import annotations
+
+
+class FixOSError(Exception):
+    """Root of every error FixOS raises on purpose."""
+
+
+class ScenarioError(FixOSError):
+    """A scenario file that cannot be loaded; the message is one line."""
+
+    def __init__(self, path: str, field: str, problem: str) -> None:
+        self.path, self.field, self.problem = path, field, problem
+        where = f"{path}: {field}" if field else path
+        super().__init__(f"{where}: {problem}")
+
+
+class UnknownTypeError(FixOSError):
+    def __init__(self, kind: str, name: str, choices: list[str]) -> None:
+        self.kind, self.name, self.choices = kind, name, choices
+        super().__init__(f"unknown {kind} {name!r}; choose one of: {', '.join(sorted(choices))}")
+
+
+class EngineError(FixOSError):
+    pass
+
+
+class StackError(FixOSError):
+    pass
+
+
+class ShellError(FixOSError):
+    pass
+
+
+class InvalidEpisode(FixOSError):
+    """The broken world could not be built or confirmed: a harness fault, not a score."""
+
+
+class BudgetExhausted(FixOSError):
+    pass

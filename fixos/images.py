@@ -1,0 +1,130 @@
+"""Target-host images: built from images/<name>/, tagged by a hash of their inputs.
+
+An image is rebuilt only when a file under its directory or its base image
+changes. The base is ``debian:bookworm-slim`` where a registry serves it;
+otherwise a Debian root filesystem is bootstrapped offline and imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import docker
+from docker.errors import APIError, DockerException, ImageNotFound
+
+from fixos.errors import EngineError
+
+IMAGES_DIR = Path(__file__).resolve().parent.parent / "images"
+REGISTRY_BASE = "debian:bookworm-slim"
+OFFLINE_BASE = "fixos/base:bookworm"
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+
+Say = Callable[[str], None]
+
+
+def _exists(client: docker.DockerClient, tag: str) -> bool:
+    try:
+        client.images.get(tag)
+    except ImageNotFound:
+        return False
+    return True
+
+
+def _bootstrap_base(client: docker.DockerClient, say: Say) -> None:
+    if shutil.which("debootstrap") is None:
+        raise EngineError(
+            f"no registry serves {REGISTRY_BASE} and debootstrap is missing; "
+            "install it (apt-get install debootstrap) or set FIXOS_BASE_IMAGE"
+        )
+    say(f"base image: no registry answers; debootstrapping bookworm into {OFFLINE_BASE} (~30 s)")
+    root = Path(tempfile.mkdtemp(prefix="fixos-rootfs-"))
+    try:
+        run = subprocess.run(
+            ["debootstrap", "--variant=minbase", "bookworm", str(root), DEBIAN_MIRROR],
+            capture_output=True,
+            text=True,
+        )
+        if run.returncode != 0:
+            last = (run.stderr or run.stdout).strip().splitlines()[-1:] or ["?"]
+            raise EngineError(f"debootstrap failed: {last[0]}")
+        tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+        try:
+            client.api.import_image_from_stream(tar.stdout, repository=OFFLINE_BASE)
+        finally:
+            tar.wait()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def ensure_base(client: docker.DockerClient, say: Say) -> str:
+    """The tag of a Debian bookworm base image present on this engine."""
+    wanted = os.environ.get("FIXOS_BASE_IMAGE")
+    if wanted:
+        if not _exists(client, wanted):
+            say(f"base image: pulling {wanted}")
+            try:
+                client.images.pull(wanted)
+            except DockerException as exc:
+                raise EngineError(f"FIXOS_BASE_IMAGE={wanted} cannot be pulled: {exc}") from None
+        return wanted
+    for tag in (REGISTRY_BASE, OFFLINE_BASE):
+        if _exists(client, tag):
+            return tag
+    try:
+        say(f"base image: trying to pull {REGISTRY_BASE}")
+        client.images.pull(REGISTRY_BASE)
+        return REGISTRY_BASE
+    except DockerException:
+        _bootstrap_base(client, say)
+        return OFFLINE_BASE
+
+
+def content_hash(directory: Path, base_id: str) -> str:
+    digest = hashlib.sha256(base_id.encode())
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        rel = path.relative_to(directory).as_posix()
+        digest.update(f"\0{rel}\0{path.stat().st_mode & 0o777:o}\0".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def image_tag(client: docker.DockerClient, name: str, base: str) -> str:
+    base_id = client.images.get(base).id
+    return f"fixos/{name}:{content_hash(IMAGES_DIR / name, base_id)}"
+
+
+def ensure_image(client: docker.DockerClient, name: str, say: Say) -> str:
+    """Build images/<name> unless an image with the same inputs exists; return its tag."""
+    directory = IMAGES_DIR / name
+    if not (directory / "Dockerfile").is_file():
+        raise EngineError(f"no image named {name!r}: {directory}/Dockerfile does not exist")
+    base = ensure_base(client, say)
+    tag = image_tag(client, name, base)
+    if _exists(client, tag):
+        return tag
+    say(f"image {name}: building {tag} from {base} (about 2 minutes the first time)")
+    try:
+        for chunk in client.api.build(
+            path=str(directory),
+            tag=tag,
+            buildargs={"BASE": base},
+            rm=True,
+            forcerm=True,
+            decode=True,
+            labels={"fixos.image": name},
+        ):
+            if "error" in chunk:
+                raise EngineError(f"building image {name} failed: {chunk['error'].strip()}")
+            line = chunk.get("stream", "").strip()
+            if line.startswith("Step "):
+                say(f"image {name}: {line}")
+    except APIError as exc:
+        raise EngineError(f"building image {name} failed: {exc.explanation}") from None
+    client.images.get(tag).tag(f"fixos/{name}", "latest")
+    return tag

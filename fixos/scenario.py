@@ -1,0 +1,183 @@
+"""Scenario files: YAML in, a validated ``Scenario`` out, or one line saying what is wrong.
+
+Fault and check params are validated against the params model of the type the
+entry names, so a misspelt param fails at load time, with its path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+
+from fixos.errors import ScenarioError, UnknownTypeError
+
+SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class HostSpec(_Strict):
+    name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")
+    image: str = "server"
+    services: list[str] = ["nginx", "mariadb", "php8.2-fpm", "ssh"]
+    """services that must be up before the fault goes in."""
+    memory_mb: int = Field(default=512, ge=128, le=8192)
+    cpus: float = Field(default=1.0, gt=0, le=8)
+    pids: int = Field(default=512, ge=64, le=32768)
+
+
+def _typed_params(kind: str, value: Any, info: ValidationInfo) -> Any:
+    """Validate ``params`` with the params model of the entry's ``type``."""
+    registry = (info.context or {}).get(kind)
+    type_name = info.data.get("type")
+    if registry is None or type_name is None:
+        return value
+    if type_name not in registry:
+        return value  # the type validator reports it
+    return registry.get(type_name).Params.model_validate(value or {})
+
+
+def _known_type(kind: str, value: str, info: ValidationInfo) -> str:
+    registry = (info.context or {}).get(kind)
+    if registry is not None and value not in registry:
+        raise ValueError(str(UnknownTypeError(registry.kind, value, registry.names())))
+    return value
+
+
+class FaultSpec(_Strict):
+    type: str
+    host: str | None = None
+    """which host; the scenario's first host when left out."""
+    params: Any = None
+
+    @field_validator("type")
+    @classmethod
+    def _type_known(cls, v: str, info: ValidationInfo) -> str:
+        return _known_type("faults", v, info)
+
+    @field_validator("params")
+    @classmethod
+    def _params_typed(cls, v: Any, info: ValidationInfo) -> Any:
+        return _typed_params("faults", v, info)
+
+
+class CheckSpec(_Strict):
+    name: str
+    type: str
+    host: str | None = None
+    scored: bool = True
+    """scored checks give partial credit; an unscored one is a gate that zeroes the reward."""
+    weight: float = Field(default=1.0, gt=0)
+    params: Any = None
+
+    @field_validator("type")
+    @classmethod
+    def _type_known(cls, v: str, info: ValidationInfo) -> str:
+        return _known_type("checks", v, info)
+
+    @field_validator("params")
+    @classmethod
+    def _params_typed(cls, v: Any, info: ValidationInfo) -> Any:
+        return _typed_params("checks", v, info)
+
+
+class Limits(_Strict):
+    max_steps: int = Field(default=30, ge=1, le=1000)
+    wall_seconds: float = Field(default=600, gt=0)
+    command_timeout: float = Field(default=30, gt=0)
+
+
+class Scenario(_Strict):
+    id: str = Field(pattern=r"^[a-z0-9_]+$")
+    title: str
+    difficulty: Literal["easy", "medium", "hard"]
+    instruction: str = Field(min_length=10)
+    """the symptoms as a user would report them, never the root cause."""
+    hosts: list[HostSpec] = Field(min_length=1)
+    faults: list[FaultSpec] = Field(min_length=1)
+    checks: list[CheckSpec] = Field(min_length=1)
+    solution: str = Field(min_length=1)
+    """the reference repair, a shell script run on the first host."""
+    limits: Limits = Limits()
+    tags: list[str] = []
+
+    def host_of(self, spec: FaultSpec | CheckSpec) -> str:
+        return spec.host or self.hosts[0].name
+
+    @property
+    def fault_types(self) -> list[str]:
+        return [f.type for f in self.faults]
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path
+
+
+def _first_error(exc: ValidationError) -> tuple[str, str]:
+    err = exc.errors(include_url=False)[0]
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    message = err["msg"].removeprefix("Value error, ")
+    if err["type"] not in ("missing", "extra_forbidden") and "input" in err:
+        message += f" (got {err['input']!r})"
+    if err["type"] == "extra_forbidden":
+        message = "unknown field"
+    more = len(exc.errors()) - 1
+    if more:
+        message += f" (+{more} more)"
+    return _field_path(loc), message
+
+
+def _check_references(scenario: Scenario) -> tuple[str, str] | None:
+    names = {h.name for h in scenario.hosts}
+    for kind, specs in (("faults", scenario.faults), ("checks", scenario.checks)):
+        for i, spec in enumerate(specs):
+            if spec.host is not None and spec.host not in names:
+                return f"{kind}[{i}].host", f"no host named {spec.host!r} (hosts: {sorted(names)})"
+    seen: set[str] = set()
+    for i, check in enumerate(scenario.checks):
+        if check.name in seen:
+            return f"checks[{i}].name", f"duplicate check name {check.name!r}"
+        seen.add(check.name)
+    if not any(c.scored for c in scenario.checks):
+        return "checks", "at least one check must be scored"
+    return None
+
+
+def parse_scenario(data: Any, path: str, *, faults: Any, checks: Any) -> Scenario:
+    if not isinstance(data, dict):
+        raise ScenarioError(path, "", "expected a mapping at the top level")
+    try:
+        scenario = Scenario.model_validate(data, context={"faults": faults, "checks": checks})
+    except ValidationError as exc:
+        raise ScenarioError(path, *_first_error(exc)) from None
+    problem = _check_references(scenario)
+    if problem:
+        raise ScenarioError(path, *problem)
+    stem = Path(path).stem
+    if path.endswith((".yaml", ".yml")) and stem != scenario.id:
+        raise ScenarioError(path, "id", f"must match the file name {stem!r} (got {scenario.id!r})")
+    return scenario
+
+
+def load_scenario(path: Path, *, faults: Any, checks: Any) -> Scenario:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ScenarioError(str(path), "", f"cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ScenarioError(str(path), where, f"invalid YAML: {problem}") from None
+    return parse_scenario(data, str(path), faults=faults, checks=checks)

@@ -1,0 +1,233 @@
+"""The live containers of one episode: create, wait until healthy, reach, remove.
+
+Every object created carries ``fixos.run`` (the run id) and ``fixos.owner``
+(this process), so ``fixos clean`` and the sweep of dead runs find leftovers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import socket
+import tarfile
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import docker
+from docker.errors import DockerException, NotFound
+
+from fixos.errors import StackError
+from fixos.models import HostHandle, HttpResponse
+from fixos.scenario import HostSpec
+from shells.exec import ExecShell
+
+LABEL_RUN = "fixos.run"
+LABEL_OWNER = "fixos.owner"
+LABEL_EPISODE = "fixos.episode"
+PUBLISHED_PORTS = (80, 22)
+BOOT_TIMEOUT = 90.0
+
+READY_PROBES = {
+    "nginx": "curl -fsS -o /dev/null --max-time 2 http://127.0.0.1/",
+    "mariadb": "mariadb-admin --connect-timeout=2 ping",
+    "php8.2-fpm": "test -S /run/php/php8.2-fpm.sock",
+    "ssh": "ss -Hltn 'sport = :22' | grep -q .",
+}
+
+
+def _start_time(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return "0"
+
+
+def owner_label() -> str:
+    """This process, in a form that survives PID reuse."""
+    pid = os.getpid()
+    return f"{socket.gethostname()}:{pid}:{_start_time(pid)}"
+
+
+def owner_alive(label: str) -> bool:
+    host, _, rest = label.partition(":")
+    pid, _, started = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True  # another machine's run: not ours to judge
+    return os.path.exists(f"/proc/{pid}") and _start_time(int(pid)) == started
+
+
+class LiveHost:
+    """One booted container, reachable from the host machine."""
+
+    def __init__(self, client: docker.DockerClient, handle: HostHandle) -> None:
+        self._client = client
+        self.handle = handle
+        self.name = handle.name
+
+    def shell(self, **kwargs: Any) -> ExecShell:
+        """A new, independent session with a clean environment."""
+        return ExecShell(self._client.api, self.handle.container_id, **kwargs)
+
+    def http_get(self, port: int, path: str, timeout: float = 5.0) -> HttpResponse:
+        published = self.handle.ports.get(port)
+        if published is None:
+            return HttpResponse(0, b"", f"port {port} is not published")
+        url = f"http://127.0.0.1:{published}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as resp:
+                return HttpResponse(resp.status, resp.read())
+        except urllib.error.HTTPError as exc:
+            return HttpResponse(exc.code, exc.read() or b"")
+        except (OSError, urllib.error.URLError) as exc:
+            reason = getattr(exc, "reason", exc)
+            return HttpResponse(0, b"", f"{type(reason).__name__}: {reason}")
+
+    def read_file(self, path: str) -> bytes | None:
+        """The file's bytes read through the engine, not through any program in the container."""
+        try:
+            stream, _ = self._client.api.get_archive(self.handle.container_id, path)
+        except NotFound:
+            return None
+        data = b"".join(stream)
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            member = tar.next()
+            if member is None or not member.isfile():
+                return None
+            extracted = tar.extractfile(member)
+            return extracted.read() if extracted else None
+
+
+class Stack:
+    """Owns the containers and the network of one episode."""
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        *,
+        run_id: str,
+        episode_id: str,
+        hosts: list[HostSpec],
+        images: dict[str, str],
+    ) -> None:
+        self._client = client
+        self.run_id = run_id
+        self.episode_id = episode_id
+        self._specs = hosts
+        self._images = images
+        self._labels = {
+            LABEL_RUN: run_id,
+            LABEL_OWNER: owner_label(),
+            LABEL_EPISODE: episode_id,
+        }
+        self._containers: list[Any] = []
+        self._network: Any = None
+        self.hosts: dict[str, LiveHost] = {}
+
+    def up(self) -> None:
+        try:
+            self._network = self._client.networks.create(
+                f"fixos-{self.episode_id}", driver="bridge", labels=self._labels
+            )
+            for spec in self._specs:
+                self.hosts[spec.name] = self._start(spec)
+        except DockerException as exc:
+            raise StackError(f"cannot start the hosts of {self.episode_id}: {exc}") from None
+        for spec in self._specs:
+            self._wait_ready(spec)
+
+    def _start(self, spec: HostSpec) -> LiveHost:
+        container = self._client.containers.run(
+            self._images[spec.image],
+            detach=True,
+            name=f"fixos-{self.episode_id}-{spec.name}",
+            hostname=spec.name,
+            labels=self._labels,
+            network=self._network.name,
+            ports={f"{p}/tcp": ("127.0.0.1", None) for p in PUBLISHED_PORTS},
+            mem_limit=f"{spec.memory_mb}m",
+            memswap_limit=f"{spec.memory_mb}m",
+            nano_cpus=int(spec.cpus * 1e9),
+            pids_limit=spec.pids,
+        )
+        self._containers.append(container)
+        container.reload()
+        ports: dict[int, int] = {}
+        for key, bindings in (container.attrs["NetworkSettings"]["Ports"] or {}).items():
+            if bindings:
+                ports[int(key.split("/")[0])] = int(bindings[0]["HostPort"])
+        return LiveHost(self._client, HostHandle(spec.name, container.id, ports))
+
+    def _wait_ready(self, spec: HostSpec) -> None:
+        host = self.hosts[spec.name]
+        probes = [READY_PROBES[s] for s in spec.services if s in READY_PROBES]
+        command = " && ".join(probes) or "true"
+        deadline = time.monotonic() + BOOT_TIMEOUT
+        with host.shell() as shell:
+            while True:
+                result = shell.run(command, timeout=10)
+                if result.ok:
+                    return
+                if time.monotonic() > deadline:
+                    raise StackError(
+                        f"host {spec.name} of {self.episode_id} not ready after "
+                        f"{BOOT_TIMEOUT:g}s: {result.output.strip()[-200:]}"
+                    )
+                time.sleep(0.05)
+
+    def image_ids(self) -> dict[str, str]:
+        return {c.attrs["Config"]["Image"]: c.attrs["Image"] for c in self._containers}
+
+    def down(self) -> None:
+        """Remove everything this stack created; safe to call twice."""
+        for container in self._containers:
+            with contextlib.suppress(NotFound):
+                container.remove(force=True, v=True)
+        self._containers.clear()
+        if self._network is not None:
+            with contextlib.suppress(NotFound):
+                self._network.remove()
+            self._network = None
+
+    def __enter__(self) -> Stack:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+
+def remove_labelled(client: docker.DockerClient, *, run_id: str | None = None) -> int:
+    """Remove containers, networks and volumes of one run, or of every FixOS run."""
+    label = f"{LABEL_RUN}={run_id}" if run_id else LABEL_RUN
+    removed = 0
+    for container in client.containers.list(all=True, filters={"label": label}):
+        try:
+            container.remove(force=True, v=True)
+            removed += 1
+        except NotFound:
+            pass
+    for network in client.networks.list(filters={"label": label}):
+        with contextlib.suppress(NotFound):
+            network.remove()
+    for volume in client.volumes.list(filters={"label": label}):
+        with contextlib.suppress(NotFound):
+            volume.remove(force=True)
+    return removed
+
+
+def sweep_dead_runs(client: docker.DockerClient) -> list[str]:
+    """Remove what runs whose owning process died (SIGKILL, crash) left behind."""
+    dead: set[str] = set()
+    objects = client.containers.list(all=True, filters={"label": LABEL_RUN})
+    objects += client.networks.list(filters={"label": LABEL_RUN})
+    for obj in objects:
+        labels = obj.attrs.get("Labels") or obj.attrs.get("Config", {}).get("Labels") or {}
+        owner = labels.get(LABEL_OWNER)
+        if owner and not owner_alive(owner):
+            dead.add(labels[LABEL_RUN])
+    for run_id in sorted(dead):
+        remove_labelled(client, run_id=run_id)
+    return sorted(dead)

@@ -1,0 +1,27 @@
+<?php
+// Order status for trade customers: the page that breaks when the database does.
+mysqli_report(MYSQLI_REPORT_OFF);
+$db = @mysqli_connect('localhost', 'shop', 'tidewater-4821', 'shop');
+if (!$db) {
+    http_response_code(503);
+    error_log('status: database connection failed: ' . mysqli_connect_error());
+    echo "<h1>Order status unavailable</h1><p>Please try again later.</p>\n";
+    exit;
+}
+$rows = mysqli_query($db, 'SELECT id, customer, item, quantity, status FROM orders ORDER BY id');
+if (!$rows) {
+    http_response_code(500);
+    error_log('status: query failed: ' . mysqli_error($db));
+    echo "<h1>Order status unavailable</h1><p>Please try again later.</p>\n";
+    exit;
+}
+echo "<!doctype html>\n<html><head><title>Tidewater Supply Co. — order status</title></head><body>\n";
+echo "<h1>Order status</h1>\n<table>\n<tr><th>Order</th><th>Customer</th><th>Item</th><th>Qty</th><th>Status</th></tr>\n";
+$count = 0;
+while ($r = mysqli_fetch_assoc($rows)) {
+    $count++;
+    printf("<tr><td>%d</td><td>%s</td><td>%s</td><td>%d</td><td>%s</td></tr>\n",
+        $r['id'], htmlspecialchars($r['customer']), htmlspecialchars($r['item']),
+        $r['quantity'], htmlspecialchars($r['status']));
+}
+echo "</table>\n<p>orders: $count</p>\n</body></html>\n";

@@ -1,0 +1,103 @@
+"""The Fault contract, the registry, and injecting a scenario's faults with confirmation."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from fixos.errors import InvalidEpisode
+from fixos.models import InjectedFault, Outcome
+from fixos.registry import Registry
+from shells.base import Shell
+
+CONFIRM_TIMEOUT = 10.0
+
+
+class FaultParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Fault:
+    """One way to break a host. Subclasses set ``type`` and ``Params`` and implement three methods.
+
+    ``inject`` breaks the host and returns the variable parts it drew from ``rng``
+    (so the same seed gives the same world); ``confirm`` proves the symptom is
+    observable; ``revert`` undoes the fault (used by tests, not by episodes).
+    """
+
+    type: ClassVar[str]
+    Params: ClassVar[type[FaultParams]] = FaultParams
+
+    def __init__(self, params: FaultParams) -> None:
+        self.params = params
+
+    def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def confirm(self, shell: Shell) -> Outcome:
+        raise NotImplementedError
+
+    def revert(self, shell: Shell) -> None:
+        raise NotImplementedError
+
+
+FAULTS: Registry[Fault] = Registry(
+    "fault type",
+    {
+        "service_stopped": "injector.service:ServiceStopped",
+    },
+)
+
+
+def fault_rng(seed: int, index: int, fault_type: str) -> random.Random:
+    """Each fault draws from its own stream, so adding a fault does not reshuffle the others."""
+    return random.Random(f"fixos:{seed}:{index}:{fault_type}")
+
+
+def _confirm(fault: Fault, shell: Shell, timeout: float) -> Outcome:
+    deadline = time.monotonic() + timeout
+    while True:
+        outcome = fault.confirm(shell)
+        if outcome.passed or time.monotonic() > deadline:
+            return outcome
+        time.sleep(0.1)
+
+
+def inject_all(
+    faults: Sequence[tuple[str, str, FaultParams]],
+    shells: Mapping[str, Shell],
+    seed: int,
+    *,
+    registry: Registry[Fault] = FAULTS,
+    confirm_timeout: float = CONFIRM_TIMEOUT,
+) -> list[InjectedFault]:
+    """Inject ``(host, type, params)`` in order, then confirm each.
+
+    Raises InvalidEpisode when a fault's symptom cannot be observed.
+    """
+    applied: list[tuple[Fault, str, str, dict[str, Any]]] = []
+    for index, (host, fault_type, params) in enumerate(faults):
+        fault = registry.get(fault_type)(params)
+        seeded = fault.inject(shells[host], fault_rng(seed, index, fault_type))
+        applied.append((fault, host, fault_type, seeded))
+    injected = []
+    for fault, host, fault_type, seeded in applied:
+        outcome = _confirm(fault, shells[host], confirm_timeout)
+        if not outcome.passed:
+            raise InvalidEpisode(
+                f"fault {fault_type} on {host} could not be confirmed: {outcome.detail}"
+            )
+        injected.append(
+            InjectedFault(
+                type=fault_type,
+                host=host,
+                params=fault.params.model_dump(),
+                seeded=seeded,
+                confirmation=outcome.detail,
+            )
+        )
+    return injected

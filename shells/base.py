@@ -1,0 +1,34 @@
+"""The Shell contract every transport keeps."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from fixos.models import CommandResult
+
+DEFAULT_TIMEOUT = 30.0
+"""seconds a command may run before it is killed; the session survives."""
+
+OUTPUT_LIMIT = 64 * 1024
+"""bytes of output kept per command; the rest is dropped behind a visible marker."""
+
+TIMEOUT_EXIT_CODE = 124
+
+
+def truncation_marker(omitted: int) -> str:
+    return f"\n[fixos: output truncated, {omitted} more bytes not shown]\n"
+
+
+def timeout_marker(timeout: float) -> str:
+    return f"\n[fixos: command killed after {timeout:g}s timeout]\n"
+
+
+@runtime_checkable
+class Shell(Protocol):
+    """A persistent session: cwd and exported variables survive between commands."""
+
+    def run(self, command: str, timeout: float | None = None) -> CommandResult:
+        """Run ``command`` through bash; never raises for the command's own failure."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,57 @@
+"""Wraps the agent's shell: records every step and enforces the step and time budget."""
+
+from __future__ import annotations
+
+import time
+
+from fixos.errors import BudgetExhausted
+from fixos.models import CommandResult, Step
+from shells.base import Shell
+
+
+class RecordingShell:
+    def __init__(
+        self,
+        inner: Shell,
+        *,
+        max_steps: int,
+        wall_seconds: float,
+        command_timeout: float,
+        on_step=None,
+    ) -> None:
+        self._inner = inner
+        self.max_steps = max_steps
+        self.command_timeout = command_timeout
+        self.deadline = time.monotonic() + wall_seconds
+        self.steps: list[Step] = []
+        self._on_step = on_step
+
+    @property
+    def remaining_steps(self) -> int:
+        return self.max_steps - len(self.steps)
+
+    def run(self, command: str, timeout: float | None = None) -> CommandResult:
+        if self.remaining_steps <= 0:
+            raise BudgetExhausted(f"step budget of {self.max_steps} commands used up")
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise BudgetExhausted("wall-time budget used up")
+        limit = min(timeout or self.command_timeout, self.command_timeout, max(left, 0.1))
+        started = time.time()
+        result = self._inner.run(command, timeout=limit)
+        step = Step(
+            index=len(self.steps),
+            command=command,
+            output=result.output,
+            exit_code=result.exit_code,
+            duration=result.duration,
+            started_at=started,
+            timed_out=result.timed_out,
+        )
+        self.steps.append(step)
+        if self._on_step is not None:
+            self._on_step(step)
+        return result
+
+    def close(self) -> None:
+        self._inner.close()

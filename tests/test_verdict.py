@@ -1,0 +1,108 @@
+"""Reward arithmetic and checks that need no container (fake outside access)."""
+
+from __future__ import annotations
+
+import hashlib
+
+from fixos.models import CheckResult, HttpResponse, Outcome
+from fixos.registry import Registry
+from shells import FakeShell
+from verifier import Check, Probe
+from verifier.files import FileUnchanged
+from verifier.http import HttpPage
+from verifier.verify import CheckEntry, reward_of, snapshot, verify
+
+
+def result(passed: bool, scored: bool = True, weight: float = 1.0) -> CheckResult:
+    return CheckResult("c", "t", passed, scored, weight, "")
+
+
+def test_reward_is_weighted_share_of_scored_checks():
+    assert reward_of([result(True), result(False), result(True, weight=2)]) == 0.75
+    assert reward_of([result(True), result(True)]) == 1.0
+    assert reward_of([result(False), result(False)]) == 0.0
+
+
+def test_failing_gate_zeroes_the_reward():
+    assert reward_of([result(True), result(True), result(False, scored=False)]) == 0.0
+    assert reward_of([result(True), result(True, scored=False)]) == 1.0
+
+
+class FakeAccess:
+    name = "web"
+
+    def __init__(self) -> None:
+        self.pages: dict[str, HttpResponse] = {}
+        self.files: dict[str, bytes] = {}
+
+    def http_get(self, port: int, path: str, timeout: float = 5.0) -> HttpResponse:
+        return self.pages.get(path, HttpResponse(0, b"", "ConnectionRefusedError"))
+
+    def read_file(self, path: str) -> bytes | None:
+        return self.files.get(path)
+
+
+def probe(access: FakeAccess) -> Probe:
+    return Probe(host=None, shell=FakeShell(lambda c: ""), access=access)  # type: ignore[arg-type]
+
+
+def test_http_page_wants_the_healthy_body():
+    access = FakeAccess()
+    access.pages["/"] = HttpResponse(200, b"<h1>Tidewater</h1>")
+    check = HttpPage(HttpPage.Params(path="/"))
+    baseline = check.snapshot(probe(access))
+    assert baseline == hashlib.sha256(b"<h1>Tidewater</h1>").hexdigest()
+    assert check.evaluate(probe(access), baseline).passed
+
+    access.pages["/"] = HttpResponse(200, b"<h1>It works</h1>")
+    outcome = check.evaluate(probe(access), baseline)
+    assert not outcome.passed and "not the page" in outcome.detail
+
+    access.pages["/"] = HttpResponse(502, b"bad gateway")
+    assert "expected status 200" in check.evaluate(probe(access), baseline).detail
+
+    del access.pages["/"]
+    assert "no answer" in check.evaluate(probe(access), baseline).detail
+
+
+def test_file_unchanged_names_the_changed_file():
+    access = FakeAccess()
+    access.files = {"/etc/a": b"one", "/etc/b": b"two"}
+    check = FileUnchanged(FileUnchanged.Params(paths=["/etc/a", "/etc/b"]))
+    baseline = check.snapshot(probe(access))
+    assert check.evaluate(probe(access), baseline).passed
+    access.files["/etc/b"] = b"stub"
+    outcome = check.evaluate(probe(access), baseline)
+    assert not outcome.passed and outcome.detail.endswith("/etc/b")
+    del access.files["/etc/a"]
+    assert "/etc/a" in check.evaluate(probe(access), baseline).detail
+
+
+class Exploding(Check):
+    type = "exploding"
+
+    def evaluate(self, probe: Probe, baseline: object) -> Outcome:
+        raise RuntimeError("boom")
+
+
+def test_a_raising_check_fails_alone():
+    registry: Registry[Check] = Registry("check type", {"http_page": HttpPage})
+    registry.register("exploding", Exploding)
+    access = FakeAccess()
+    access.pages["/"] = HttpResponse(200, b"ok")
+    entries = [
+        CheckEntry("page", "http_page", "web", True, 1.0, HttpPage.Params()),
+        CheckEntry("explodes", "exploding", "web", True, 1.0, Exploding.Params()),
+    ]
+    probes = {"web": probe(access)}
+    verdict = verify(
+        entries, probes, snapshot(entries, probes, registry=registry), registry=registry
+    )
+    assert verdict.reward == 0.5
+    assert "RuntimeError: boom" in verdict.checks[1].detail
+    assert verdict.reward_json()["checks"][0] == {
+        "name": "page",
+        "passed": True,
+        "scored": True,
+        "detail": verdict.checks[0].detail,
+    }

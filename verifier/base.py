@@ -1,0 +1,68 @@
+"""The Check contract, the registry, and what a check may look at."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+import testinfra.host
+from pydantic import BaseModel, ConfigDict
+
+from fixos.models import HttpResponse, Outcome
+from fixos.registry import Registry
+from shells.base import Shell
+
+
+class HostAccess(Protocol):
+    """Ways to look at a host from outside it, which nothing inside can fake."""
+
+    name: str
+
+    def http_get(self, port: int, path: str, timeout: float = 5.0) -> HttpResponse: ...
+
+    def read_file(self, path: str) -> bytes | None: ...
+
+
+@dataclass
+class Probe:
+    """Everything a check may use: testinfra over the verifier's own session, and outside access."""
+
+    host: testinfra.host.Host
+    shell: Shell
+    access: HostAccess
+
+
+class CheckParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Check:
+    """One property of a repaired host. Subclasses set ``type`` and ``Params``.
+
+    ``snapshot`` records evidence from the healthy host before any fault (for
+    "unchanged" checks); ``evaluate`` judges the host after the agent, given that
+    snapshot. A check never raises for a failing host: it returns a failed Outcome.
+    """
+
+    type: ClassVar[str]
+    Params: ClassVar[type[CheckParams]] = CheckParams
+
+    def __init__(self, params: CheckParams) -> None:
+        self.params = params
+
+    def snapshot(self, probe: Probe) -> Any:
+        return None
+
+    def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
+        raise NotImplementedError
+
+
+CHECKS: Registry[Check] = Registry(
+    "check type",
+    {
+        "service_running": "verifier.service:ServiceRunning",
+        "port_listening": "verifier.service:PortListening",
+        "http_page": "verifier.http:HttpPage",
+        "file_unchanged": "verifier.files:FileUnchanged",
+    },
+)

@@ -1,0 +1,44 @@
+"""Checks made from outside the container, through the port published on 127.0.0.1."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from fixos.models import Outcome
+from verifier.base import Check, CheckParams, Probe
+
+
+class HttpPage(Check):
+    """The page answers with the expected status and the site's real content.
+
+    ``same_as_healthy`` compares the body with the one the healthy host served
+    before any fault, so a stub page or a changed site does not pass.
+    """
+
+    type = "http_page"
+
+    class Params(CheckParams):
+        path: str = "/"
+        port: int = 80
+        status: int = 200
+        same_as_healthy: bool = True
+        contains: str | None = None
+
+    def snapshot(self, probe: Probe) -> Any:
+        resp = probe.access.http_get(self.params.port, self.params.path)
+        return hashlib.sha256(resp.body).hexdigest() if resp.status == self.params.status else None
+
+    def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
+        p = self.params
+        resp = probe.access.http_get(p.port, p.path)
+        if resp.status == 0:
+            return Outcome(False, f"GET {p.path} on port {p.port}: no answer ({resp.error})")
+        seen = f"GET {p.path} -> {resp.status}, {len(resp.body)} bytes"
+        if resp.status != p.status:
+            return Outcome(False, f"{seen}; expected status {p.status}")
+        if p.contains is not None and p.contains.encode() not in resp.body:
+            return Outcome(False, f"{seen}; does not contain {p.contains!r}")
+        if p.same_as_healthy and hashlib.sha256(resp.body).hexdigest() != baseline:
+            return Outcome(False, f"{seen}; not the page the healthy site served")
+        return Outcome(True, f"{seen}; the site's real page")
