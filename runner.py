@@ -113,7 +113,9 @@ def _images(
     names = sorted({h.image for s in scenarios for h in s.hosts})
 
     def say(line: str) -> None:
-        console.print(escape(f"[setup] {line.splitlines()[0][:100]}"), highlight=False)
+        console.print(
+            escape(f"[setup] {line.splitlines()[0][:100]}"), highlight=False, soft_wrap=True
+        )
 
     return {name: ensure_image(client, name, say) for name in names}
 

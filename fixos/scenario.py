@@ -29,6 +29,8 @@ class HostSpec(_Strict):
     memory_mb: int = Field(default=512, ge=128, le=8192)
     cpus: float = Field(default=1.0, gt=0, le=8)
     pids: int = Field(default=512, ge=64, le=32768)
+    log_disk_mb: int = Field(default=48, ge=8, le=1024)
+    """size of /var/log, a filesystem of its own (tmpfs, counted in the memory cap)."""
 
 
 def _typed_params(kind: str, value: Any, info: ValidationInfo) -> Any:

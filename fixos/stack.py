@@ -152,6 +152,7 @@ class Stack:
             memswap_limit=f"{spec.memory_mb}m",
             nano_cpus=int(spec.cpus * 1e9),
             pids_limit=spec.pids,
+            tmpfs={"/var/log": f"size={spec.log_disk_mb}m,mode=0755"},
         )
         self._containers.append(container)
         container.reload()

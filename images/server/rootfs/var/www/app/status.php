@@ -1,7 +1,15 @@
 <?php
 // Order status for trade customers: the page that breaks when the database does.
 mysqli_report(MYSQLI_REPORT_OFF);
-$db = @mysqli_connect('localhost', 'shop', 'tidewater-4821', 'shop');
+$cfg = @parse_ini_file('/etc/shop/app.ini', true);
+if ($cfg === false || !isset($cfg['database'])) {
+    http_response_code(500);
+    error_log('status: cannot read /etc/shop/app.ini');
+    echo "<h1>Order status unavailable</h1><p>Please try again later.</p>\n";
+    exit;
+}
+$d = $cfg['database'];
+$db = @mysqli_connect($d['host'], $d['user'], $d['password'], $d['name'], 0, $d['socket']);
 if (!$db) {
     http_response_code(503);
     error_log('status: database connection failed: ' . mysqli_connect_error());
