@@ -25,6 +25,7 @@ from fixos.models import EpisodeRecord, to_json
 from fixos.results import RunDir
 from fixos.scenario import SCENARIO_DIR, Scenario
 from fixos.stack import remove_labelled, sweep_dead_runs
+from fixos.validate import Validation, meets, validate
 
 DEFAULT_RESULTS = Path("results")
 
@@ -37,9 +38,7 @@ def parse_seeds(text: str) -> list[int]:
             lo, _, hi = part.partition("-")
             seeds += list(range(int(lo), int(hi or lo) + 1))
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"seeds must look like 3, 1-5 or 1,4,9 (got {text!r})"
-        ) from None
+        raise argparse.ArgumentTypeError(f"seeds must look like 3, 1-5 or 1,4,9 (got {text!r})") from None
     return seeds
 
 
@@ -107,15 +106,11 @@ def _engine(console: Console) -> docker.DockerClient:
     return client
 
 
-def _images(
-    client: docker.DockerClient, scenarios: Sequence[Scenario], console: Console
-) -> dict[str, str]:
+def _images(client: docker.DockerClient, scenarios: Sequence[Scenario], console: Console) -> dict[str, str]:
     names = sorted({h.image for s in scenarios for h in s.hosts})
 
     def say(line: str) -> None:
-        console.print(
-            escape(f"[setup] {line.splitlines()[0][:100]}"), highlight=False, soft_wrap=True
-        )
+        console.print(escape(f"[setup] {line.splitlines()[0][:100]}"), highlight=False, soft_wrap=True)
 
     return {name: ensure_image(client, name, say) for name in names}
 
@@ -189,10 +184,52 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     started = time.monotonic()
     _, records = _run_all(scenarios, args.seeds, agents, args.results, console)
     console.print(results_table(records, agents))
-    console.print(
-        f"{len(records)} episode(s) in {time.monotonic() - started:.1f}s", highlight=False
-    )
+    console.print(f"{len(records)} episode(s) in {time.monotonic() - started:.1f}s", highlight=False)
     return 1 if any(r.status != "scored" for r in records) else 0
+
+
+def validation_table(rows: Sequence[Validation]) -> Table:
+    table = Table(title="fixos validate: oracle = 1.0, nop = 0.0, partial strictly between")
+    for col in ("scenario", "seed", "oracle", "nop", "partial", "ok"):
+        table.add_column(col)
+    for row in rows:
+        cells = []
+        for agent in ("oracle", "nop", "partial"):
+            record = row.records.get(agent)
+            if record is None:
+                cells.append("-")
+            elif record.status != "scored":
+                cells.append("[yellow]invalid[/]")
+            else:
+                color = "green" if meets(agent, record) else "red"
+                cells.append(f"[{color}]{record.reward:.2f}[/]")
+        table.add_row(row.scenario, str(row.seed), *cells, "[green]yes[/]" if row.ok else "[red]NO[/]")
+    return table
+
+
+def cmd_validate(args: argparse.Namespace, console: Console) -> int:
+    scenarios = select(load_catalog(args.scenario_dir), args.scenarios)
+    client = _engine(console)
+    images = _images(client, scenarios, console)
+    run_id = new_run_id()
+    started = time.monotonic()
+    rows: list[Validation] = []
+    try:
+        for scenario in scenarios:
+            for seed in args.seeds:
+                row = validate(scenario, seed, client=client, images=images, run_id=run_id)
+                rows.append(row)
+                failed = [f"{a}: {r.error or r.reward}" for a, r in row.records.items() if not meets(a, r)]
+                console.print(
+                    f"{scenario.id} seed {seed}: "
+                    + ("ok" if row.ok else "FAILED " + escape("; ".join(failed))),
+                    highlight=False,
+                )
+    finally:
+        remove_labelled(client, run_id=run_id)
+    console.print(validation_table(rows))
+    console.print(f"{len(rows)} scenario x seed validations in {time.monotonic() - started:.1f}s")
+    return 0 if all(r.ok for r in rows) else 1
 
 
 def cmd_clean(args: argparse.Namespace, console: Console) -> int:
@@ -229,6 +266,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--agent", action="append", help="repeatable (default: oracle and nop)")
     bench.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
 
+    validate = sub.add_parser(
+        "validate", help="prove scenarios sound: oracle 1.0, nop 0.0, partial in between"
+    )
+    validate.add_argument("scenarios", nargs="*", help="ids or difficulties (default: all)")
+    validate.add_argument("--seeds", type=parse_seeds, default=[1, 2, 3], help="default: 1-3")
+
     clean = sub.add_parser("clean", help="remove every container and network FixOS left behind")
     clean.add_argument("--run", help="only this run id")
     return parser
@@ -239,6 +282,7 @@ COMMANDS = {
     "list": cmd_list,
     "run": cmd_run,
     "bench": cmd_bench,
+    "validate": cmd_validate,
     "clean": cmd_clean,
 }
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from fixos.errors import UnknownTypeError
 from fixos.registry import Registry
 from shells.base import Shell
 
@@ -33,12 +34,18 @@ AGENTS: Registry[Agent] = Registry(
     {
         "oracle": "agents.oracle:OracleAgent",
         "nop": "agents.nop:NopAgent",
+        "partial": "agents.oracle:PartialAgent",
     },
 )
 
 
-def make_agent(name: str, *, solution: str) -> Agent:
+def make_agent(name: str, *, solutions: dict[str, str | None]) -> Agent:
+    """An agent by name; the reference agents are handed their script, no one else is."""
     cls = AGENTS.get(name)
-    if getattr(cls, "wants_solution", False):
-        return cls(solution=solution)  # type: ignore[call-arg]
-    return cls()
+    key = getattr(cls, "solution_key", None)
+    if key is None:
+        return cls()
+    script = solutions.get(key)
+    if script is None:
+        raise UnknownTypeError("solution for agent " + name, key, [k for k, v in solutions.items() if v])
+    return cls(solution=script)  # type: ignore[call-arg]

@@ -17,9 +17,7 @@ def load_catalog(directory: Path = SCENARIO_DIR) -> dict[str, Scenario]:
     for path in sorted(directory.glob("*.yaml")):
         scenario = load_scenario(path, faults=FAULTS, checks=CHECKS)
         scenarios[scenario.id] = scenario
-    return dict(
-        sorted(scenarios.items(), key=lambda kv: (DIFFICULTIES.index(kv[1].difficulty), kv[0]))
-    )
+    return dict(sorted(scenarios.items(), key=lambda kv: (DIFFICULTIES.index(kv[1].difficulty), kv[0])))
 
 
 def select(catalog: dict[str, Scenario], wanted: list[str] | None) -> list[Scenario]:

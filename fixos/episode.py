@@ -13,6 +13,7 @@ from __future__ import annotations
 import secrets
 import statistics
 import time
+import traceback
 from collections.abc import Callable
 
 import docker
@@ -21,11 +22,12 @@ from agents import Task, make_agent
 from fixos.errors import BudgetExhausted, InvalidEpisode, ShellError, StackError
 from fixos.models import EpisodeRecord, InjectedFault, Step, Timings, Verdict
 from fixos.scenario import Scenario
+from fixos.solution import render
 from fixos.stack import Stack
 from injector import inject_all
 from shells.base import Shell
 from shells.recording import RecordingShell
-from verifier import Probe, snapshot, verify
+from verifier import Probe, refine, snapshot, verify
 from verifier.backend import testinfra_host
 from verifier.verify import CheckEntry
 
@@ -82,7 +84,7 @@ class Episode:
         finally:
             for shell in shells.values():
                 shell.close()
-        broken = self._verify_now()
+        broken = self._verify_now(refine_baseline=True)
         if broken.solved:
             raise InvalidEpisode("the injected faults left every scored check passing")
         self.timings.reset = time.monotonic() - started
@@ -97,7 +99,7 @@ class Episode:
     def verify(self) -> Verdict:
         """Judge the hosts now, each through a fresh session the agent never touched."""
         started = time.monotonic()
-        verdict = self._verify_now()
+        verdict = self._verify_now(patient=True)
         self.timings.verify = time.monotonic() - started
         return verdict
 
@@ -121,15 +123,19 @@ class Episode:
 
     # -- helpers ----------------------------------------------------------
 
-    def _verify_now(self, *, record_baseline: bool = False) -> Verdict:
+    def _verify_now(
+        self, *, record_baseline: bool = False, refine_baseline: bool = False, patient: bool = False
+    ) -> Verdict:
         shells = {name: host.shell() for name, host in self.stack.hosts.items()}
         try:
             probes = {
-                name: Probe(testinfra_host(shells[name], name), shells[name], host)
+                name: Probe(testinfra_host(shells[name], name), shells[name], host, patient)
                 for name, host in self.stack.hosts.items()
             }
             if record_baseline:
                 self._baseline = snapshot(self._checks, probes)
+            if refine_baseline:
+                self._baseline = refine(self._checks, probes, self._baseline)
             return verify(self._checks, probes, self._baseline)
         finally:
             for shell in shells.values():
@@ -162,15 +168,20 @@ def run_episode(
         timings=Timings(),
     )
     steps: list[Step] = []
-    agent = make_agent(agent_name, solution=scenario.solution)
-    episode = Episode(
-        scenario, seed, client=client, images=images, run_id=run_id, episode_id=episode_id
-    )
+    episode = Episode(scenario, seed, client=client, images=images, run_id=run_id, episode_id=episode_id)
     record.timings = episode.timings
     try:
         episode.reset()
         record.faults = episode.faults
         record.images = episode.stack.image_ids()
+        agent = make_agent(
+            agent_name,
+            solutions={
+                "solution": render(scenario.solution, episode.faults),
+                "partial_solution": scenario.partial_solution
+                and render(scenario.partial_solution, episode.faults),
+            },
+        )
         limits = scenario.limits
         shell = RecordingShell(
             episode.shell,
@@ -198,6 +209,10 @@ def run_episode(
     except (InvalidEpisode, StackError, ShellError) as exc:
         record.status = "invalid"
         record.error = f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # a harness bug must not end a long bench: record it, go on
+        record.status = "invalid"
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        record.error = f"harness error {type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})"
     finally:
         episode.close()
     record.steps = len(steps)

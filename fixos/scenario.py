@@ -31,6 +31,7 @@ class HostSpec(_Strict):
     pids: int = Field(default=512, ge=64, le=32768)
     log_disk_mb: int = Field(default=48, ge=8, le=1024)
     """size of /var/log, a filesystem of its own (tmpfs, counted in the memory cap)."""
+    log_disk_inodes: int = Field(default=4096, ge=256, le=1_000_000)
 
 
 def _typed_params(kind: str, value: Any, info: ValidationInfo) -> Any:
@@ -55,7 +56,7 @@ class FaultSpec(_Strict):
     type: str
     host: str | None = None
     """which host; the scenario's first host when left out."""
-    params: Any = None
+    params: Any = Field(default=None, validate_default=True)
 
     @field_validator("type")
     @classmethod
@@ -75,7 +76,7 @@ class CheckSpec(_Strict):
     scored: bool = True
     """scored checks give partial credit; an unscored one is a gate that zeroes the reward."""
     weight: float = Field(default=1.0, gt=0)
-    params: Any = None
+    params: Any = Field(default=None, validate_default=True)
 
     @field_validator("type")
     @classmethod
@@ -104,7 +105,10 @@ class Scenario(_Strict):
     faults: list[FaultSpec] = Field(min_length=1)
     checks: list[CheckSpec] = Field(min_length=1)
     solution: str = Field(min_length=1)
-    """the reference repair, a shell script run on the first host."""
+    """the reference repair, a shell script run on the first host; ``{{ f0.key }}``
+    names what fault 0 drew from the seed (see fixos.solution)."""
+    partial_solution: str | None = None
+    """a repair of some faults only: must score strictly between 0 and 1."""
     limits: Limits = Limits()
     tags: list[str] = []
 

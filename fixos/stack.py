@@ -152,7 +152,9 @@ class Stack:
             memswap_limit=f"{spec.memory_mb}m",
             nano_cpus=int(spec.cpus * 1e9),
             pids_limit=spec.pids,
-            tmpfs={"/var/log": f"size={spec.log_disk_mb}m,mode=0755"},
+            tmpfs={"/var/log": f"size={spec.log_disk_mb}m,nr_inodes={spec.log_disk_inodes},mode=0755"},
+            # Root on a real server sees every process's sockets (`ss -p`, `lsof -i`).
+            cap_add=["SYS_PTRACE"],
         )
         self._containers.append(container)
         container.reload()

@@ -24,6 +24,8 @@ class FaultParams(BaseModel):
 class Fault:
     """One way to break a host. Subclasses set ``type`` and ``Params`` and implement three methods.
 
+    ``prepare`` (optional) does the groundwork that forks processes, before
+    any fault's ``inject``: faults that need exact PIDs spawn back to back.
     ``inject`` breaks the host and returns the variable parts it drew from ``rng``
     (so the same seed gives the same world); ``confirm`` proves the symptom is
     observable; ``revert`` undoes the fault (used by tests, not by episodes).
@@ -34,6 +36,9 @@ class Fault:
 
     def __init__(self, params: FaultParams) -> None:
         self.params = params
+
+    def prepare(self, shell: Shell, rng: random.Random) -> None:
+        return None
 
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
         raise NotImplementedError
@@ -49,6 +54,17 @@ FAULTS: Registry[Fault] = Registry(
     "fault type",
     {
         "service_stopped": "injector.service:ServiceStopped",
+        "config_broken": "injector.config:ConfigBroken",
+        "disk_fill": "injector.disk:DiskFill",
+        "cpu_hog": "injector.process:CpuHog",
+        "port_squatter": "injector.process:PortSquatter",
+        "dependency_broken": "injector.dependency:DependencyBroken",
+        "deleted_open_file": "injector.disk:DeletedOpenFile",
+        "inodes_exhausted": "injector.disk:InodesExhausted",
+        "permissions_broken": "injector.permissions:PermissionsBroken",
+        "service_killer": "injector.process:ServiceKiller",
+        "connections_exhausted": "injector.database:ConnectionsExhausted",
+        "memory_hog": "injector.process:MemoryHog",
     },
 )
 
@@ -79,18 +95,19 @@ def inject_all(
 
     Raises InvalidEpisode when a fault's symptom cannot be observed.
     """
-    applied: list[tuple[Fault, str, str, dict[str, Any]]] = []
+    prepared = []
     for index, (host, fault_type, params) in enumerate(faults):
-        fault = registry.get(fault_type)(params)
-        seeded = fault.inject(shells[host], fault_rng(seed, index, fault_type))
-        applied.append((fault, host, fault_type, seeded))
+        fault, rng = registry.get(fault_type)(params), fault_rng(seed, index, fault_type)
+        fault.prepare(shells[host], rng)
+        prepared.append((fault, rng, host, fault_type))
+    applied: list[tuple[Fault, str, str, dict[str, Any]]] = []
+    for fault, rng, host, fault_type in prepared:
+        applied.append((fault, host, fault_type, fault.inject(shells[host], rng)))
     injected = []
     for fault, host, fault_type, seeded in applied:
         outcome = _confirm(fault, shells[host], confirm_timeout)
         if not outcome.passed:
-            raise InvalidEpisode(
-                f"fault {fault_type} on {host} could not be confirmed: {outcome.detail}"
-            )
+            raise InvalidEpisode(f"fault {fault_type} on {host} could not be confirmed: {outcome.detail}")
         injected.append(
             InjectedFault(
                 type=fault_type,

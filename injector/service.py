@@ -29,9 +29,7 @@ class ServiceStopped(Fault):
         summary = status.output.strip().splitlines()[-1:] or [""]
         if status.exit_code == 0:
             return Outcome(False, f"service {self.params.service} still running: {summary[0]}")
-        return Outcome(
-            True, f"service {self.params.service} status exit {status.exit_code}: {summary[0]}"
-        )
+        return Outcome(True, f"service {self.params.service} status exit {status.exit_code}: {summary[0]}")
 
     def revert(self, shell: Shell) -> None:
         shell.run(f"service {self.params.service} start", timeout=30)

@@ -217,9 +217,7 @@ class ExecShell:
             left = deadline - time.monotonic()
             if left <= 0:
                 if not may_kill:
-                    raise ShellError(
-                        f"shell on {self._container[:12]} did not answer in {timeout:g}s"
-                    )
+                    raise ShellError(f"shell on {self._container[:12]} did not answer in {timeout:g}s")
                 if timed_out:
                     # The shell ignores kills of its children (a builtin loop):
                     # replace the whole session.

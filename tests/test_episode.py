@@ -30,9 +30,7 @@ def easy_1():
 
 
 @pytest.mark.parametrize(("agent", "reward"), [("oracle", 1.0), ("nop", 0.0)])
-def test_oracle_solves_and_nop_does_not(
-    client, images, test_run_id, tmp_path, easy_1, agent, reward
-):
+def test_oracle_solves_and_nop_does_not(client, images, test_run_id, tmp_path, easy_1, agent, reward):
     record, steps = run_episode(easy_1, 1, agent, client=client, images=images, run_id=test_run_id)
     assert record.status == "scored", record.error
     assert record.reward == reward
@@ -140,9 +138,7 @@ def test_sigint_to_bench_leaves_nothing(client, images, tmp_path):
 def test_leftovers_of_a_dead_run_are_swept(client, images, test_run_id):
     dead_owner = f"{socket.gethostname()}:{2**22 + 12345}:0"
     alive_run = f"{test_run_id}-alive"
-    client.containers.create(
-        images["server"], labels={LABEL_RUN: test_run_id, LABEL_OWNER: dead_owner}
-    )
+    client.containers.create(images["server"], labels={LABEL_RUN: test_run_id, LABEL_OWNER: dead_owner})
     alive = client.containers.create(
         images["server"], labels={LABEL_RUN: alive_run, LABEL_OWNER: owner_label()}
     )

@@ -21,8 +21,6 @@ def test_records_steps_and_stops_at_the_budget():
 
 
 def test_wall_time_budget():
-    shell = RecordingShell(
-        FakeShell(lambda c: ""), max_steps=5, wall_seconds=0.0, command_timeout=5
-    )
+    shell = RecordingShell(FakeShell(lambda c: ""), max_steps=5, wall_seconds=0.0, command_timeout=5)
     with pytest.raises(BudgetExhausted, match="wall-time"):
         shell.run("a")

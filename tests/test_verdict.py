@@ -95,9 +95,7 @@ def test_a_raising_check_fails_alone():
         CheckEntry("explodes", "exploding", "web", True, 1.0, Exploding.Params()),
     ]
     probes = {"web": probe(access)}
-    verdict = verify(
-        entries, probes, snapshot(entries, probes, registry=registry), registry=registry
-    )
+    verdict = verify(entries, probes, snapshot(entries, probes, registry=registry), registry=registry)
     assert verdict.reward == 0.5
     assert "RuntimeError: boom" in verdict.checks[1].detail
     assert verdict.reward_json()["checks"][0] == {
@@ -106,3 +104,26 @@ def test_a_raising_check_fails_alone():
         "scored": True,
         "detail": verdict.checks[0].detail,
     }
+
+
+def test_token_compare_ignores_layout_and_comments_but_not_content():
+    access = FakeAccess()
+    access.files = {"/etc/site": b"server {\n    root /var/www;  # docroot\n}\n"}
+    check = FileUnchanged(FileUnchanged.Params(paths=["/etc/site"], compare="tokens"))
+    healthy = check.snapshot(probe(access))
+    access.files["/etc/site"] = b"# tidied\nserver {\n\troot   /var/www;\n}"
+    assert check.evaluate(probe(access), healthy).passed
+    access.files["/etc/site"] = b"server { root /tmp; }"
+    assert not check.evaluate(probe(access), healthy).passed
+
+
+def test_a_file_left_as_the_fault_left_it_passes_the_gate():
+    access = FakeAccess()
+    access.files = {"/etc/site": b"root /var/www;"}
+    check = FileUnchanged(FileUnchanged.Params(paths=["/etc/site"]))
+    baseline = check.snapshot(probe(access))
+    access.files["/etc/site"] = b"root /var/www"  # what the fault did
+    baseline = check.refine(probe(access), baseline)
+    assert check.evaluate(probe(access), baseline).passed
+    access.files["/etc/site"] = b"root /srv/stub;"
+    assert not check.evaluate(probe(access), baseline).passed

@@ -30,6 +30,8 @@ class Probe:
     host: testinfra.host.Host
     shell: Shell
     access: HostAccess
+    patient: bool = True
+    """False while the harness checks its own set-up: checks skip their waiting."""
 
 
 class CheckParams(BaseModel):
@@ -40,8 +42,9 @@ class Check:
     """One property of a repaired host. Subclasses set ``type`` and ``Params``.
 
     ``snapshot`` records evidence from the healthy host before any fault (for
-    "unchanged" checks); ``evaluate`` judges the host after the agent, given that
-    snapshot. A check never raises for a failing host: it returns a failed Outcome.
+    "unchanged" checks); ``refine`` may narrow it once the faults are in, before
+    the agent starts; ``evaluate`` judges the host after the agent, given that
+    evidence. A check never raises for a failing host: it returns a failed Outcome.
     """
 
     type: ClassVar[str]
@@ -52,6 +55,9 @@ class Check:
 
     def snapshot(self, probe: Probe) -> Any:
         return None
+
+    def refine(self, probe: Probe, baseline: Any) -> Any:
+        return baseline
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
         raise NotImplementedError
@@ -64,5 +70,12 @@ CHECKS: Registry[Check] = Registry(
         "port_listening": "verifier.service:PortListening",
         "http_page": "verifier.http:HttpPage",
         "file_unchanged": "verifier.files:FileUnchanged",
+        "disk_usage": "verifier.system:DiskUsage",
+        "no_cpu_hog": "verifier.system:NoCpuHog",
+        "processes_intact": "verifier.system:ProcessesIntact",
+        "paths_exist": "verifier.system:PathsExist",
+        "no_memory_hog": "verifier.system:NoMemoryHog",
+        "path_permissions": "verifier.system:PathPermissions",
+        "sql_value": "verifier.database:SqlValue",
     },
 )

@@ -3,33 +3,54 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+import re
+from typing import Any, Literal
 
 from fixos.models import Outcome
 from verifier.base import Check, CheckParams, Probe
 
+_TOKEN = re.compile(rb"[{};]|[^\s{};]+")
+# `#` comments anywhere (nginx, my.cnf); `;` comments only as a whole line (ini),
+# since in nginx `;` ends a directive.
+_COMMENT = re.compile(rb"#.*$|^\s*;.*$", re.MULTILINE)
 
-def _digest(data: bytes | None) -> str | None:
-    return None if data is None else hashlib.sha256(data).hexdigest()
+
+def _tokens(data: bytes) -> bytes:
+    """The file as a config parser sees it: no comments, no layout."""
+    return b" ".join(_TOKEN.findall(_COMMENT.sub(b"", data)))
+
+
+def _digest(data: bytes | None, compare: str = "bytes") -> str | None:
+    if data is None:
+        return None
+    return hashlib.sha256(_tokens(data) if compare == "tokens" else data).hexdigest()
 
 
 class FileUnchanged(Check):
-    """Each file is byte-for-byte what the healthy host had (a gate against stub configs)."""
+    """Each file is what the healthy host had, or still what the faults left
+    (untouched): a gate against replacing a config with a stub.
+
+    ``compare: tokens`` ignores comments and layout, so a config repaired by
+    hand passes while one replaced by something else does not.
+    """
 
     type = "file_unchanged"
 
     class Params(CheckParams):
         paths: list[str]
+        compare: Literal["bytes", "tokens"] = "bytes"
+
+    def _digest(self, probe: Probe, path: str) -> str | None:
+        return _digest(probe.access.read_file(path), self.params.compare)
 
     def snapshot(self, probe: Probe) -> Any:
-        return {path: _digest(probe.access.read_file(path)) for path in self.params.paths}
+        return {path: [self._digest(probe, path)] for path in self.params.paths}
+
+    def refine(self, probe: Probe, baseline: Any) -> Any:
+        return {path: [*ok, self._digest(probe, path)] for path, ok in baseline.items()}
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
-        changed = [
-            path
-            for path in self.params.paths
-            if _digest(probe.access.read_file(path)) != baseline.get(path)
-        ]
+        changed = [p for p in self.params.paths if self._digest(probe, p) not in baseline.get(p, [])]
         if changed:
             return Outcome(False, "changed since the healthy host: " + ", ".join(changed))
         return Outcome(True, f"{len(self.params.paths)} file(s) as on the healthy host")

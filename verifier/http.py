@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from typing import Any
+
+from pydantic import Field
 
 from fixos.models import Outcome
 from verifier.base import Check, CheckParams, Probe
@@ -24,12 +27,24 @@ class HttpPage(Check):
         status: int = 200
         same_as_healthy: bool = True
         contains: str | None = None
+        hold_seconds: float = Field(default=0, ge=0, le=60)
+        """ask again after this long: the page must stay up, not just be up."""
 
     def snapshot(self, probe: Probe) -> Any:
         resp = probe.access.http_get(self.params.port, self.params.path)
         return hashlib.sha256(resp.body).hexdigest() if resp.status == self.params.status else None
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
+        outcome = self._once(probe, baseline)
+        if not outcome.passed or not self.params.hold_seconds or not probe.patient:
+            return outcome
+        time.sleep(self.params.hold_seconds)
+        later = self._once(probe, baseline)
+        if not later.passed:
+            return Outcome(False, f"up, then {self.params.hold_seconds:g}s later: {later.detail}")
+        return Outcome(True, f"{outcome.detail}; still so {self.params.hold_seconds:g}s later")
+
+    def _once(self, probe: Probe, baseline: Any) -> Outcome:
         p = self.params
         resp = probe.access.http_get(p.port, p.path)
         if resp.status == 0:

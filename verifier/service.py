@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fixos.models import Outcome
@@ -34,15 +35,17 @@ class PortListening(Check):
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
         port = self.params.port
-        listening = (
-            probe.host.socket(f"tcp://0.0.0.0:{port}").is_listening
-            or probe.host.socket(f"tcp://:::{port}").is_listening
-        )
-        if not listening:
+        suffix = f":{port}"
+        sockets = [
+            s
+            for s in probe.host.socket.get_listening_sockets()
+            if s.startswith("tcp://") and s.endswith(suffix)
+        ]
+        if not sockets:
             return Outcome(False, f"nothing listens on tcp port {port}")
         if self.params.program is None:
-            return Outcome(True, f"tcp port {port} is listening")
+            return Outcome(True, f"tcp port {port} is listening ({', '.join(sockets)})")
         owners = probe.shell.run(f"ss -Hltnp 'sport = :{port}'", timeout=10).output
-        ok = f'"{self.params.program}"' in owners
-        who = owners.strip().replace("\n", "; ")[:200]
-        return Outcome(ok, f"tcp port {port} held by: {who}")
+        names = sorted(set(re.findall(r'\(\("([^"]+)"', owners)))
+        ok = names == [self.params.program]
+        return Outcome(ok, f"tcp port {port} held by {', '.join(names) or 'an unknown program'}")

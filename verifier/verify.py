@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fixos.errors import InvalidEpisode
 from fixos.models import CheckResult, Outcome, Verdict
 from fixos.registry import Registry
 from verifier.base import CHECKS, Check, Probe
@@ -31,9 +32,7 @@ Baseline = dict[str, Any]
 """check name -> what the check recorded on the healthy host."""
 
 
-def _build(
-    entries: Sequence[CheckEntry], registry: Registry[Check]
-) -> list[tuple[CheckEntry, Check]]:
+def _build(entries: Sequence[CheckEntry], registry: Registry[Check]) -> list[tuple[CheckEntry, Check]]:
     return [(e, registry.get(e.type)(e.params)) for e in entries]
 
 
@@ -43,7 +42,35 @@ def snapshot(
     *,
     registry: Registry[Check] = CHECKS,
 ) -> Baseline:
-    return {e.name: check.snapshot(probes[e.host]) for e, check in _build(entries, registry)}
+    """What each check records of the healthy host; InvalidEpisode if one cannot."""
+    baseline = {}
+    for entry, check in _build(entries, registry):
+        try:
+            baseline[entry.name] = check.snapshot(probes[entry.host])
+        except Exception as exc:
+            raise InvalidEpisode(
+                f"check {entry.name!r} could not record the healthy host: {type(exc).__name__}: {exc}"
+            ) from exc
+    return baseline
+
+
+def refine(
+    entries: Sequence[CheckEntry],
+    probes: Mapping[str, Probe],
+    baseline: Baseline,
+    *,
+    registry: Registry[Check] = CHECKS,
+) -> Baseline:
+    """Let checks narrow their evidence now that the faults are in."""
+    refined = dict(baseline)
+    for entry, check in _build(entries, registry):
+        try:
+            refined[entry.name] = check.refine(probes[entry.host], baseline.get(entry.name))
+        except Exception as exc:
+            raise InvalidEpisode(
+                f"check {entry.name!r} could not look at the broken host: {type(exc).__name__}: {exc}"
+            ) from exc
+    return refined
 
 
 def _evaluate(check: Check, probe: Probe, baseline: Any) -> Outcome:

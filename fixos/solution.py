@@ -1,0 +1,32 @@
+"""Reference solutions may name what the seed drew: ``{{ f0.file }}`` is the
+``file`` the first fault recorded, shell-quoted. Dotted paths reach into lists
+and mappings (``{{ f2.processes.0.pid }}``)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from typing import Any
+
+from fixos.errors import InvalidEpisode
+from fixos.models import InjectedFault
+
+_PLACEHOLDER = re.compile(r"\{\{\s*f(\d+)\.([\w.]+)\s*\}\}")
+
+
+def _lookup(value: Any, path: str) -> Any:
+    for part in path.split("."):
+        value = value[int(part)] if isinstance(value, list) else value[part]
+    return value
+
+
+def render(script: str, faults: Sequence[InjectedFault]) -> str:
+    def substitute(match: re.Match[str]) -> str:
+        index, path = int(match.group(1)), match.group(2)
+        try:
+            return shlex.quote(str(_lookup(faults[index].seeded, path)))
+        except (IndexError, KeyError, ValueError, TypeError):
+            raise InvalidEpisode(f"solution names {match.group(0)}, which no fault recorded") from None
+
+    return _PLACEHOLDER.sub(substitute, script)

@@ -1,0 +1,92 @@
+"""A service's configuration broken by one plausible human edit, then the service restarted."""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Literal, NamedTuple
+
+from fixos.models import Outcome
+from injector.base import Fault, FaultParams
+from injector.edit import replace_command, replace_in_file
+from shells.base import Shell
+
+NGINX_SITE = "/etc/nginx/sites-available/shop"
+NGINX_MAIN = "/etc/nginx/nginx.conf"
+MARIADB_FIXOS = "/etc/mysql/mariadb.conf.d/60-fixos.cnf"
+MARIADB_SERVER = "/etc/mysql/mariadb.conf.d/50-server.cnf"
+
+
+class Edit(NamedTuple):
+    file: str
+    original: str
+    broken: str
+    what: str
+
+
+EDITS: dict[str, list[Edit]] = {
+    "nginx": [
+        Edit(NGINX_SITE, "    root /var/www/shop;", "    root /var/www/shop", "missing semicolon"),
+        Edit(NGINX_SITE, "try_files $uri", "try_file $uri", "misspelt directive"),
+        Edit(NGINX_SITE, "listen 80 default_server;", "listen 80 default_sever;", "bad parameter"),
+        Edit(NGINX_SITE, "include fastcgi_params;", "include fastcgi_param;", "missing include"),
+        Edit(NGINX_MAIN, "worker_connections 768;", "worker_connection 768;", "misspelt directive"),
+    ],
+    "mariadb": [
+        Edit(MARIADB_FIXOS, "key_buffer_size = 1M", "key_bufer_size = 1M", "unknown variable"),
+        Edit(MARIADB_FIXOS, "max_connections = 40", "max_connections = 4O", "bad number"),
+        Edit(
+            MARIADB_FIXOS,
+            "innodb_log_file_size = 16M",
+            "innodb_logfile_size = 16M",
+            "unknown variable",
+        ),
+    ],
+}
+
+# Starting the server the way the init script does, minus its 30 s wait for a
+# server that will never come up: the failure lands in the error log as usual.
+MARIADB_TRY_START = (
+    "( mysqld_safe >/dev/null 2>&1 & ); "
+    "for i in $(seq 1 100); do grep -q 'mysqld_safe mysqld from pid file' /var/log/mysql/error.log "
+    "&& break; sleep 0.1; done"
+)
+
+
+class ConfigBroken(Fault):
+    """One line of the service's config is wrong (which one comes from the seed);
+    the service was restarted and failed, leaving the daemon's own error in its log."""
+
+    type = "config_broken"
+
+    class Params(FaultParams):
+        service: Literal["nginx", "mariadb"]
+
+    def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
+        edit = self.edit = rng.choice(EDITS[self.params.service])
+        if self.params.service == "nginx":
+            # Debian's `restart` refuses a bad config and keeps the old nginx
+            # running; a stop, the edit, then a start is how a site goes down.
+            shell.run("service nginx stop", timeout=30)
+            replace_in_file(shell, edit.file, edit.original, edit.broken)
+            shell.run("service nginx start", timeout=30)
+        else:
+            shell.run("service mariadb stop", timeout=60)
+            replace_in_file(shell, edit.file, edit.original, edit.broken)
+            shell.run(MARIADB_TRY_START, timeout=30)
+        return edit._asdict()
+
+    def confirm(self, shell: Shell) -> Outcome:
+        service = self.params.service
+        status = shell.run(f"service {service} status", timeout=10)
+        if status.exit_code == 0:
+            return Outcome(False, f"{service} still running")
+        test = "nginx -t" if service == "nginx" else "mariadbd --help --verbose >/dev/null"
+        check = shell.run(test, timeout=20)
+        if check.exit_code == 0:
+            return Outcome(False, f"{service}'s configuration still passes `{test}`")
+        last = check.output.strip().splitlines()[:1] or [""]
+        return Outcome(True, f"{service} down; `{test}`: {last[0][:160]}")
+
+    def revert(self, shell: Shell) -> None:
+        shell.run(replace_command(self.edit.file, self.edit.broken, self.edit.original), timeout=10)
+        shell.run(f"service {self.params.service} start", timeout=60)

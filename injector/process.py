@@ -1,0 +1,205 @@
+"""Rogue processes: CPU hogs and a squatter on a service's port."""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Literal
+
+from pydantic import Field
+
+from fixos.models import Outcome
+from injector.base import Fault, FaultParams
+from injector.edit import install_script, spawn_with_pid
+from shells.base import Shell
+
+HOG_NAMES = [
+    "report-builder",
+    "thumb-worker",
+    "search-reindex",
+    "cache-warmer",
+    "log-shipper",
+    "backup-verify",
+    "feed-importer",
+]
+SQUATTER_NAMES = ["legacy-admin", "status-panel", "dev-proxy", "metrics-gateway", "old-storefront"]
+
+# A CPU sample over half a second, in percent of one core, from /proc (no top needed).
+_CPU = (
+    "a=$(awk '{{print $14+$15}}' /proc/{pid}/stat) && sleep 0.5 && "
+    "b=$(awk '{{print $14+$15}}' /proc/{pid}/stat) && echo $(( (b - a) * 200 / $(getconf CLK_TCK) ))"
+)
+
+
+class CpuHog(Fault):
+    """Busy processes with plausible names, each burning a whole core.
+
+    With ``pids`` each runs as exactly that PID (the task says "pid 909"); the
+    name is drawn from the seed.
+    """
+
+    type = "cpu_hog"
+
+    class Params(FaultParams):
+        count: int = Field(default=1, ge=1, le=4)
+        pids: list[int] | None = None
+        min_percent: int = Field(default=50, ge=10, le=100)
+
+    def prepare(self, shell: Shell, rng: random.Random) -> None:
+        count = len(self.params.pids) if self.params.pids else self.params.count
+        self.names = rng.sample(HOG_NAMES, count)
+        for name in self.names:
+            install_script(shell, f"/usr/local/bin/{name}", "#!/bin/sh\n# batch job\nwhile :; do :; done\n")
+
+    def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
+        self.hogs: list[tuple[str, int]] = []
+        for i, name in enumerate(self.names):
+            pid = spawn_with_pid(
+                shell, f"/usr/local/bin/{name}", self.params.pids[i] if self.params.pids else None
+            )
+            self.hogs.append((name, pid))
+        return {"processes": [{"name": n, "pid": p} for n, p in self.hogs]}
+
+    def confirm(self, shell: Shell) -> Outcome:
+        seen = []
+        for name, pid in self.hogs:
+            comm = shell.run(f"cat /proc/{pid}/comm", timeout=5).output.strip()
+            if comm != name:
+                return Outcome(False, f"PID {pid} is {comm or 'gone'}, not {name}")
+            cpu = shell.run(_CPU.format(pid=pid), timeout=5).output.strip()
+            if not cpu.isdigit() or int(cpu) < self.params.min_percent:
+                return Outcome(False, f"{name} (PID {pid}) uses {cpu}% CPU")
+            seen.append(f"{name} PID {pid} at {cpu}% CPU")
+        return Outcome(True, "; ".join(seen))
+
+    def revert(self, shell: Shell) -> None:
+        for _, pid in self.hogs:
+            shell.run(f"kill -KILL {pid}")
+
+
+_SQUATTER = """#!/usr/bin/perl
+# Old admin panel, kept "just in case".
+use IO::Socket::INET;
+my $s = IO::Socket::INET->new(LocalPort => {port}, Listen => 16, ReuseAddr => 1) or die "bind: $!";
+while (my $c = $s->accept) {{
+    print $c "HTTP/1.0 503 Service Unavailable\\r\\nContent-Type: text/plain\\r\\n\\r\\nmaintenance\\r\\n";
+    close $c;
+}}
+"""
+
+
+class PortSquatter(Fault):
+    """Another program holds the service's port, so the service cannot start again."""
+
+    type = "port_squatter"
+
+    class Params(FaultParams):
+        service: Literal["nginx"] = "nginx"
+        port: int = 80
+        pid: int | None = None
+
+    def prepare(self, shell: Shell, rng: random.Random) -> None:
+        self.name = rng.choice(SQUATTER_NAMES)
+        install_script(shell, f"/usr/local/bin/{self.name}", _SQUATTER.format(port=self.params.port))
+        shell.run(f"service {self.params.service} stop", timeout=30)
+
+    def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
+        self.pid = spawn_with_pid(shell, f"/usr/local/bin/{self.name}", self.params.pid)
+        shell.run(
+            f"for i in $(seq 1 50); do ss -Hltn 'sport = :{self.params.port}' | grep -q . && break; "
+            "sleep 0.1; done",
+            timeout=10,
+        )
+        # The restart an operator would try: it fails on bind() and says so in the log.
+        shell.run(f"service {self.params.service} start", timeout=30)
+        return {"name": self.name, "pid": self.pid}
+
+    def confirm(self, shell: Shell) -> Outcome:
+        owners = shell.run(f"ss -Hltnp 'sport = :{self.params.port}'", timeout=5).output
+        if f'"{self.name}"' not in owners and f"pid={self.pid}," not in owners:
+            return Outcome(False, f"port {self.params.port} is not held by {self.name}: {owners[:200]}")
+        status = shell.run(f"service {self.params.service} status", timeout=10)
+        if status.exit_code == 0:
+            return Outcome(False, f"{self.params.service} is running despite the squatter")
+        return Outcome(
+            True,
+            f"{self.name} (PID {self.pid}) holds port {self.params.port}; {self.params.service} down",
+        )
+
+    def revert(self, shell: Shell) -> None:
+        shell.run(f"kill -KILL {self.pid}; service {self.params.service} start", timeout=30)
+
+
+_MEMORY_HOG = """#!/usr/bin/perl
+# In-memory cache of the product catalogue, "warmed" once and never trimmed.
+my @cache = map {{ "x" x (1024 * 1024) }} 1 .. {mb};
+sleep 3600 while 1;
+"""
+
+
+class MemoryHog(Fault):
+    """A process holds most of the host's memory (the share is seeded within a range)."""
+
+    type = "memory_hog"
+
+    class Params(FaultParams):
+        min_mb: int = Field(default=250, ge=16)
+        max_mb: int = Field(default=320, ge=16)
+
+    def prepare(self, shell: Shell, rng: random.Random) -> None:
+        self.name = rng.choice(["catalog-cache", "image-resizer", "session-store", "search-index"])
+        self.mb = rng.randint(self.params.min_mb, self.params.max_mb)
+        install_script(shell, f"/usr/local/bin/{self.name}", _MEMORY_HOG.format(mb=self.mb))
+
+    def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
+        self.pid = spawn_with_pid(shell, f"/usr/local/bin/{self.name}", None)
+        return {"name": self.name, "pid": self.pid, "mb": self.mb}
+
+    def confirm(self, shell: Shell) -> Outcome:
+        rss = shell.run(f"awk '/VmRSS/ {{print int($2/1024)}}' /proc/{self.pid}/status").output.strip()
+        ok = rss.isdigit() and int(rss) >= self.mb * 0.9
+        return Outcome(ok, f"{self.name} (PID {self.pid}) holds {rss} MB")
+
+    def revert(self, shell: Shell) -> None:
+        shell.run(f"kill {self.pid}")
+
+
+_KILLER = """#!/bin/sh
+# Legacy watchdog from the old hosting setup: "restarts" the web server when
+# the old health URL fails, which it always does now.
+while :; do
+    sleep {interval}
+    pkill -x {program} >/dev/null 2>&1
+done
+"""
+
+
+class ServiceKiller(Fault):
+    """A forgotten watchdog kills the service every few seconds: a plain restart
+    only helps until its next round."""
+
+    type = "service_killer"
+
+    class Params(FaultParams):
+        service: Literal["nginx"] = "nginx"
+        interval: float = Field(default=2.0, gt=0.2, le=30)
+
+    def prepare(self, shell: Shell, rng: random.Random) -> None:
+        self.name = rng.choice(["web-watchdog", "hosting-agent", "uptime-guard", "site-keeper"])
+        install_script(
+            shell,
+            f"/usr/local/bin/{self.name}",
+            _KILLER.format(interval=self.params.interval, program=self.params.service),
+        )
+
+    def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
+        self.pid = spawn_with_pid(shell, f"/usr/local/bin/{self.name}", None)
+        return {"name": self.name, "pid": self.pid}
+
+    def confirm(self, shell: Shell) -> Outcome:
+        status = shell.run(f"service {self.params.service} status").exit_code
+        alive = shell.run(f"kill -0 {self.pid}").ok
+        ok = status != 0 and alive
+        return Outcome(ok, f"{self.name} (PID {self.pid}) keeps killing {self.params.service}")
+
+    def revert(self, shell: Shell) -> None:
+        shell.run(f"kill {self.pid}; service {self.params.service} start")

@@ -1,0 +1,76 @@
+"""Every fault type against a real booted host: inject, the symptom is confirmed;
+revert, the symptom is gone."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from fixos.scenario import HostSpec
+from fixos.stack import Stack
+from injector import FAULTS
+from injector.base import fault_rng
+
+pytestmark = pytest.mark.live
+
+CASES = [
+    ("service_stopped", {"service": "nginx"}),
+    ("service_stopped", {"service": "mariadb"}),
+    ("config_broken", {"service": "nginx"}),
+    ("config_broken", {"service": "mariadb"}),
+    ("disk_fill", {"path": "/var/log", "percent": 97}),
+    ("cpu_hog", {"pids": [905, 906]}),
+    ("port_squatter", {"port": 80, "pid": 930}),
+    ("dependency_broken", {"link": "app_db"}),
+    ("dependency_broken", {"link": "web_app"}),
+    ("deleted_open_file", {"path": "/var/log", "percent": 96}),
+    ("inodes_exhausted", {"path": "/var/log"}),
+    ("permissions_broken", {"target": "web_root"}),
+    ("permissions_broken", {"target": "datadir"}),
+    ("connections_exhausted", {}),
+    ("memory_hog", {}),
+    ("service_killer", {"service": "nginx"}),
+]
+
+
+def test_every_registered_fault_type_is_tested():
+    assert {t for t, _ in CASES} == set(FAULTS.names())
+
+
+@pytest.fixture
+def host(client, images, test_run_id):
+    stack = Stack(
+        client, run_id=test_run_id, episode_id=test_run_id, hosts=[HostSpec(name="web")], images=images
+    )
+    try:
+        stack.up()
+        yield stack.hosts["web"]
+    finally:
+        stack.down()
+
+
+def eventually(check, timeout: float = 15.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        outcome = check()
+        if outcome.passed or time.monotonic() > deadline:
+            return outcome
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize(
+    ("fault_type", "params"), CASES, ids=[f"{t}-{'-'.join(map(str, p.values()))}" for t, p in CASES]
+)
+def test_inject_confirm_revert(host, fault_type, params, seed=1):
+    cls = FAULTS.get(fault_type)
+    fault = cls(cls.Params.model_validate(params))
+    with host.shell() as shell:
+        rng = fault_rng(seed, 0, fault_type)
+        fault.prepare(shell, rng)
+        fault.inject(shell, rng)
+        confirmed = eventually(lambda: fault.confirm(shell))
+        assert confirmed.passed, confirmed.detail
+        fault.revert(shell)
+        cleared = eventually(lambda: type(confirmed)(not fault.confirm(shell).passed, ""))
+        assert cleared.passed, f"symptom still there after revert: {fault.confirm(shell).detail}"

@@ -1,0 +1,44 @@
+"""Same seed, same broken world; another seed, another world (on real containers)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fixos.catalog import load_catalog
+from fixos.episode import Episode
+
+pytestmark = pytest.mark.live
+WATCHED = [
+    "/etc/nginx/nginx.conf",
+    "/etc/nginx/sites-available/shop",
+    "/etc/mysql/mariadb.conf.d/60-fixos.cnf",
+    "/etc/shop/app.ini",
+    "/etc/php/8.2/fpm/pool.d/www.conf",
+]
+
+
+def world(client, images, run_id, scenario_id: str, seed: int) -> dict:
+    """What an agent would find: seeded choices, config bytes, junk files, rogue PIDs."""
+    with Episode(load_catalog()[scenario_id], seed, client=client, images=images, run_id=run_id) as ep:
+        host = ep.stack.hosts["web"]
+        shell = ep.shell
+        return {
+            "seeded": [f.seeded for f in ep.faults],
+            "files": {path: host.read_file(path) for path in WATCHED},
+            "junk": shell.run("find /var/log -type f -size +64k -printf '%p %s\\n' | sort").output,
+            "rogues": shell.run(
+                "for p in /proc/[0-9]*; do c=$(cat $p/comm 2>/dev/null); "
+                "[ -f /usr/local/bin/$c ] && echo ${p#/proc/} $c; done | sort -n"
+            ).output,
+        }
+
+
+@pytest.mark.parametrize("scenario_id", ["hard_1", "hard_3"])
+def test_same_seed_same_world_other_seed_other_world(client, images, test_run_id, scenario_id):
+    first = world(client, images, test_run_id, scenario_id, 1)
+    again = world(client, images, test_run_id, scenario_id, 1)
+    other = world(client, images, test_run_id, scenario_id, 2)
+    assert first == again
+    assert first["junk"] and first["rogues"], "the world has junk files and rogue processes"
+    assert first["seeded"] != other["seeded"]
+    assert first["files"] != other["files"] or first["junk"] != other["junk"]

@@ -1,0 +1,159 @@
+"""Checks on the host as a whole: disk, CPU, the daemons that should be alive, paths."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any, Literal
+
+from pydantic import Field
+
+from fixos.models import Outcome
+from verifier.base import Check, CheckParams, Probe
+
+# Two samples of every process's CPU ticks, half a second apart: comm, pid, percent of a core.
+_CPU_SAMPLE = r"""
+snap() { for f in /proc/[0-9]*/stat; do read -r l < "$f" 2>/dev/null && echo "$l"; done; }
+snap > /tmp/.fixos-cpu-a; sleep 0.5; snap > /tmp/.fixos-cpu-b
+awk -v hz="$(getconf CLK_TCK)" '
+  { match($0, /\(.*\)/); comm = substr($0, RSTART + 1, RLENGTH - 2);
+    rest = substr($0, RSTART + RLENGTH + 1); split(rest, f, " ");
+    t = f[12] + f[13]; pid = $1 }
+  FNR == NR { a[pid] = t; next }
+  (pid in a) { pct = (t - a[pid]) * 200 / hz; if (pct > 0) printf "%s %s %d\n", comm, pid, pct }
+' /tmp/.fixos-cpu-a /tmp/.fixos-cpu-b
+rm -f /tmp/.fixos-cpu-a /tmp/.fixos-cpu-b
+"""
+
+# Processes that come and go on any host, or belong to the verifier itself.
+_TRANSIENT = {"bash", "sh", "sleep", "ps", "awk", "cat", "setsid", "sed", "grep", "perl", "curl"}
+
+
+class DiskUsage(Check):
+    """The filesystem holding ``path`` is at most ``max_percent`` full, as ``df`` shows
+    it: in space, or (``metric: inodes``) in inodes, as ``df -i`` shows it."""
+
+    type = "disk_usage"
+
+    class Params(CheckParams):
+        path: str = "/var/log"
+        max_percent: int = Field(default=95, ge=1, le=100)
+        metric: Literal["space", "inodes"] = "space"
+
+    def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
+        column = "pcent" if self.params.metric == "space" else "ipcent"
+        out = probe.shell.run(f"df --output={column} {shlex.quote(self.params.path)} | tail -n 1")
+        text = out.output.strip().rstrip("%")
+        if out.exit_code != 0 or not text.isdigit():
+            return Outcome(False, f"df failed: {out.output.strip()[:200]}")
+        pct = int(text)
+        what = "full" if self.params.metric == "space" else "of inodes used"
+        return Outcome(pct <= self.params.max_percent, f"{self.params.path} is {pct}% {what}")
+
+
+class NoCpuHog(Check):
+    """No process uses more than ``max_percent`` of a core over a half-second sample."""
+
+    type = "no_cpu_hog"
+
+    class Params(CheckParams):
+        max_percent: int = Field(default=30, ge=1, le=100)
+
+    def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
+        rows = probe.shell.run(_CPU_SAMPLE, timeout=15).output.split("\n")
+        hogs = []
+        for row in rows:
+            parts = row.rsplit(" ", 2)
+            if len(parts) == 3 and parts[2].isdigit() and int(parts[2]) > self.params.max_percent:
+                hogs.append(f"{parts[0]} (PID {parts[1]}) at {parts[2]}%")
+        if hogs:
+            return Outcome(False, "busy: " + ", ".join(hogs))
+        return Outcome(True, f"no process above {self.params.max_percent}% of a core")
+
+
+def _daemons(probe: Probe) -> set[str]:
+    out = probe.shell.run("ps -eo comm=", timeout=10).output
+    return {name.strip() for name in out.splitlines() if name.strip()} - _TRANSIENT
+
+
+class ProcessesIntact(Check):
+    """Only culprits were killed: every program that ran both on the healthy host and
+    when the agent started still runs (a service the faults took down may stay down
+    here; the scored checks judge that)."""
+
+    type = "processes_intact"
+
+    class Params(CheckParams):
+        ignore: list[str] = []
+
+    def snapshot(self, probe: Probe) -> Any:
+        return sorted(_daemons(probe) - set(self.params.ignore))
+
+    def refine(self, probe: Probe, baseline: Any) -> Any:
+        return sorted(set(baseline) & _daemons(probe))
+
+    def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
+        missing = sorted(set(baseline or []) - _daemons(probe))
+        if missing:
+            return Outcome(False, "killed or stopped: " + ", ".join(missing))
+        return Outcome(True, f"all {len(baseline or [])} innocent programs still run")
+
+
+class PathsExist(Check):
+    """These files and directories still exist (the agent freed space without deleting them)."""
+
+    type = "paths_exist"
+
+    class Params(CheckParams):
+        paths: list[str] = Field(min_length=1)
+
+    def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
+        tests = "; ".join(f"[ -e {shlex.quote(p)} ] || echo {shlex.quote(p)}" for p in self.params.paths)
+        missing = probe.shell.run(tests, timeout=10).output.split()
+        if missing:
+            return Outcome(False, "missing: " + ", ".join(missing))
+        return Outcome(True, f"{len(self.params.paths)} path(s) present")
+
+
+class NoMemoryHog(Check):
+    """No process holds more than ``max_mb`` of resident memory."""
+
+    type = "no_memory_hog"
+
+    class Params(CheckParams):
+        max_mb: int = Field(default=150, ge=1)
+
+    def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
+        rows = probe.shell.run("ps -eo rss=,pid=,comm=", timeout=10).output.splitlines()
+        hogs = []
+        for row in rows:
+            parts = row.split(None, 2)
+            if len(parts) == 3 and parts[0].isdigit() and int(parts[0]) // 1024 > self.params.max_mb:
+                hogs.append(f"{parts[2]} (PID {parts[1]}) {int(parts[0]) // 1024} MB")
+        if hogs:
+            return Outcome(False, "holding memory: " + ", ".join(hogs))
+        return Outcome(True, f"no process above {self.params.max_mb} MB")
+
+
+class PathPermissions(Check):
+    """Paths have the expected owner and are not writable by everyone (no `chmod 777` fixes)."""
+
+    type = "path_permissions"
+
+    class Params(CheckParams):
+        paths: list[str] = Field(min_length=1)
+        owner: str | None = None
+
+    def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
+        problems = []
+        for path in self.params.paths:
+            f = probe.host.file(path)
+            if not f.exists:
+                problems.append(f"{path} missing")
+                continue
+            if self.params.owner is not None and f.user != self.params.owner:
+                problems.append(f"{path} owned by {f.user}")
+            if f.mode & 0o002:
+                problems.append(f"{path} is world-writable ({f.mode:o})")
+        if problems:
+            return Outcome(False, "; ".join(problems))
+        return Outcome(True, f"{len(self.params.paths)} path(s) with sane owner and mode")
