@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import statistics
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import docker
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-from agents import AGENTS
+from agents import agent_class
+from agents.external import VERIFY_REQUEST
 from fixos.catalog import load_catalog, select
 from fixos.engine import connect
-from fixos.episode import new_run_id, run_episode
+from fixos.episodes import episode_id_for, new_run_id, run_episode
 from fixos.errors import FixOSError
 from fixos.images import ensure_image
 from fixos.models import EpisodeRecord, to_json
@@ -135,9 +139,12 @@ def _run_all(
     agents: Sequence[str],
     results_root: Path,
     console: Console,
+    transport: str = "exec",
 ) -> tuple[RunDir, list[EpisodeRecord]]:
-    for agent in agents:
-        AGENTS.get(agent)  # unknown names fail before any container starts
+    for agent in agents:  # unknown names and missing settings fail before any container starts
+        preflight = getattr(agent_class(agent), "preflight", None)
+        if preflight is not None:
+            preflight()
     client = _engine(console)
     images = _images(client, scenarios, console)
     run = RunDir(results_root, new_run_id())
@@ -147,8 +154,16 @@ def _run_all(
         for scenario in scenarios:
             for seed in seeds:
                 for agent in agents:
+                    workdir = run.episode_dir(episode_id_for(scenario.id, seed, agent))
                     record, steps = run_episode(
-                        scenario, seed, agent, client=client, images=images, run_id=run.run_id
+                        scenario,
+                        seed,
+                        agent,
+                        client=client,
+                        images=images,
+                        run_id=run.run_id,
+                        transport=transport,
+                        workdir=workdir,
                     )
                     run.write_episode(record, steps)
                     records.append(record)
@@ -167,7 +182,7 @@ def _run_all(
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     scenario = select(load_catalog(args.scenario_dir), [args.scenario])[0]
-    _, records = _run_all([scenario], [args.seed], [args.agent], args.results, console)
+    _, records = _run_all([scenario], [args.seed], [args.agent], args.results, console, args.transport)
     record = records[0]
     if record.verdict is not None:
         console.print(verdict_table(record))
@@ -180,7 +195,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     scenarios = select(load_catalog(args.scenario_dir), args.scenarios)
-    agents = args.agent or ["oracle", "nop"]
+    agents = args.agent or ["baseline"]
     started = time.monotonic()
     _, records = _run_all(scenarios, args.seeds, agents, args.results, console)
     console.print(results_table(records, agents))
@@ -232,6 +247,60 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
     return 0 if all(r.ok for r in rows) else 1
 
 
+def cmd_play(args: argparse.Namespace, console: Console) -> int:
+    args.agent = "human"
+    return cmd_run(args, console)
+
+
+def cmd_verify(args: argparse.Namespace, console: Console) -> int:
+    run_dir = args.results / args.run
+    if not run_dir.is_dir():
+        raise FixOSError(f"no run {args.run!r} under {args.results}/")
+    (run_dir / VERIFY_REQUEST).touch()
+    console.print(f"asked run {args.run} to verify; its terminal shows the verdict", highlight=False)
+    return 0
+
+
+def transcript_view(directory: Path) -> list[Any]:
+    """The episode's steps and verdict, as rich renderables."""
+    parts: list[Any] = []
+    transcript = directory / "transcript.jsonl"
+    steps = [json.loads(x) for x in transcript.read_text().splitlines()] if transcript.exists() else []
+    for step in steps:
+        head = Text(f"[{step['index']}] $ ", style="bold")
+        head.append(step["command"], style="bold cyan")
+        head.append(f"   exit {step['exit_code']} · {step['duration'] * 1000:.0f} ms", style="dim")
+        parts.append(head)
+        if step["output"]:
+            parts.append(Text(step["output"].rstrip("\n")))
+    if not steps:
+        parts.append(Text("(no commands recorded)", style="dim"))
+    reward = directory / "reward.json"
+    if reward.exists():
+        data = json.loads(reward.read_text())
+        table = Table(title=f"reward {data['reward']}")
+        for col in ("check", "scored", "passed", "detail"):
+            table.add_column(col)
+        for c in data["checks"]:
+            table.add_row(
+                escape(c["name"]),
+                "yes" if c["scored"] else "gate",
+                "yes" if c["passed"] else "no",
+                escape(c["detail"]),
+            )
+        parts.append(table)
+    return parts
+
+
+def cmd_show(args: argparse.Namespace, console: Console) -> int:
+    directory = args.results / args.episode
+    if not directory.is_dir():
+        raise FixOSError(f"no episode {args.episode!r} under {args.results}/ (give RUN_ID/EPISODE)")
+    for part in transcript_view(directory):
+        console.print(part)
+    return 0
+
+
 def cmd_clean(args: argparse.Namespace, console: Console) -> int:
     client = connect()
     removed = remove_labelled(client, run_id=args.run)
@@ -258,12 +327,27 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("scenario")
     run.add_argument("--agent", default="oracle", help="agent name (default: oracle)")
     run.add_argument("--seed", type=int, default=1)
+    run.add_argument("--transport", choices=["exec", "ssh"], default="exec", help="the agent's shell")
     run.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+
+    play = sub.add_parser("play", help="a terminal on the broken host for you; scored when you exit")
+    play.add_argument("scenario")
+    play.add_argument("--seed", type=int, default=1)
+    play.add_argument("--transport", choices=["exec", "ssh"], default="exec", help=argparse.SUPPRESS)
+    play.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+
+    verify = sub.add_parser("verify", help="tell a waiting `run --agent external` to score now")
+    verify.add_argument("run", help="the run id it printed")
+    verify.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+
+    show = sub.add_parser("show", help="replay an episode's transcript and verdict")
+    show.add_argument("episode", help="RUN_ID/EPISODE, e.g. 20261129-120000-ab12/easy_1-s1-oracle")
+    show.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
 
     bench = sub.add_parser("bench", help="run scenarios x seeds x agents and print a table")
     bench.add_argument("--scenarios", nargs="*", help="ids or difficulties (default: all)")
     bench.add_argument("--seeds", type=parse_seeds, default=[1], help="e.g. 1-3 (default: 1)")
-    bench.add_argument("--agent", action="append", help="repeatable (default: oracle and nop)")
+    bench.add_argument("--agent", action="append", help="repeatable (default: baseline)")
     bench.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
 
     validate = sub.add_parser(
@@ -283,6 +367,9 @@ COMMANDS = {
     "run": cmd_run,
     "bench": cmd_bench,
     "validate": cmd_validate,
+    "play": cmd_play,
+    "verify": cmd_verify,
+    "show": cmd_show,
     "clean": cmd_clean,
 }
 

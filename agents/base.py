@@ -6,22 +6,46 @@ checks or solution (the oracle is handed the solution explicitly).
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
-from fixos.errors import UnknownTypeError
+from fixos.errors import FixOSError, UnknownTypeError
 from fixos.registry import Registry
 from shells.base import Shell
 
 
 @dataclass(frozen=True)
+class Endpoints:
+    """How a person or an outside program reaches the broken host."""
+
+    ssh: str
+    docker_exec: str
+    key_path: str
+
+
+@dataclass(frozen=True)
 class Task:
+    """All an agent is told: the user's report, its budget, and where to keep notes."""
+
+    scenario: str
     instruction: str
     max_steps: int
     wall_seconds: float
+    workdir: Path | None = None
+    """a directory of the episode's results where the agent may write its own logs."""
+    endpoints: Endpoints | None = None
+    """given only to agents that set ``wants_endpoints = True``."""
 
 
 class Agent(Protocol):
+    """What FixOS calls. Optional extras, looked up by name:
+
+    - ``wants_endpoints = True``: the task carries the SSH/exec commands and key path;
+    - ``finish(verdict)``: called with the verifier's verdict after the episode.
+    """
+
     name: str
 
     def solve(self, task: Task, shell: Shell) -> None:
@@ -35,13 +59,31 @@ AGENTS: Registry[Agent] = Registry(
         "oracle": "agents.oracle:OracleAgent",
         "nop": "agents.nop:NopAgent",
         "partial": "agents.oracle:PartialAgent",
+        "baseline": "agents.baseline:BaselineAgent",
+        "llm": "agents.llm:LlmAgent",
+        "external": "agents.external:ExternalAgent",
+        "human": "agents.human:HumanAgent",
     },
 )
 
 
+def agent_class(name: str) -> type[Agent]:
+    """A registered agent, or one of yours by import path: ``mypkg.mod:MyAgent``."""
+    if ":" not in name:
+        return AGENTS.get(name)
+    module, _, attr = name.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise UnknownTypeError("agent", name, AGENTS.names()) from exc
+    if not callable(getattr(cls, "solve", None)):
+        raise FixOSError(f"agent {name}: {attr} has no solve(task, shell) method")
+    return cls
+
+
 def make_agent(name: str, *, solutions: dict[str, str | None]) -> Agent:
     """An agent by name; the reference agents are handed their script, no one else is."""
-    cls = AGENTS.get(name)
+    cls = agent_class(name)
     key = getattr(cls, "solution_key", None)
     if key is None:
         return cls()

@@ -22,9 +22,13 @@ class RunDir:
         self.path.mkdir(parents=True, exist_ok=True)
         self.episodes = self.path / "episodes.jsonl"
 
-    def write_episode(self, record: EpisodeRecord, steps: Iterable[Step]) -> Path:
-        directory = self.path / record.episode_id
+    def episode_dir(self, episode_id: str) -> Path:
+        directory = self.path / episode_id
         directory.mkdir(parents=True, exist_ok=True)
+        return directory
+
+    def write_episode(self, record: EpisodeRecord, steps: Iterable[Step]) -> Path:
+        directory = self.episode_dir(record.episode_id)
         if record.verdict is not None:
             _write_json(directory / "reward.json", record.verdict.reward_json())
         _write_json(directory / "faults.json", to_json(record.faults))

@@ -9,20 +9,24 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shlex
 import socket
 import tarfile
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import docker
+import paramiko
 from docker.errors import DockerException, NotFound
 
 from fixos.errors import StackError
 from fixos.models import HostHandle, HttpResponse
 from fixos.scenario import HostSpec
 from shells.exec import ExecShell
+from shells.ssh import SshShell, new_key, public_line
 
 LABEL_RUN = "fixos.run"
 LABEL_OWNER = "fixos.owner"
@@ -63,14 +67,37 @@ def owner_alive(label: str) -> bool:
 class LiveHost:
     """One booted container, reachable from the host machine."""
 
-    def __init__(self, client: docker.DockerClient, handle: HostHandle) -> None:
+    def __init__(self, client: docker.DockerClient, handle: HostHandle, key: paramiko.PKey) -> None:
         self._client = client
         self.handle = handle
         self.name = handle.name
+        self.key = key
+        """the episode's own SSH key: root logs in with it and nothing else."""
 
     def shell(self, **kwargs: Any) -> ExecShell:
-        """A new, independent session with a clean environment."""
+        """A new, independent session with a clean environment (docker exec)."""
         return ExecShell(self._client.api, self.handle.container_id, **kwargs)
+
+    def ssh_shell(self, **kwargs: Any) -> SshShell:
+        """A new, independent session over SSH through the published port 22."""
+        return SshShell(self.handle.ports[22], self.key, **kwargs)
+
+    def write_key(self, path: Path) -> Path:
+        """The private key, for a user's own `ssh -i` (mode 600)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600)
+        self.key.write_private_key_file(str(path))
+        path.chmod(0o600)
+        return path
+
+    def ssh_command(self, key_path: Path) -> str:
+        return (
+            f"ssh -i {key_path} -p {self.handle.ports[22]} -o StrictHostKeyChecking=no "
+            "-o UserKnownHostsFile=/dev/null root@127.0.0.1"
+        )
+
+    def exec_command(self) -> str:
+        return f"docker exec -it {self.handle.container_id[:12]} bash -l"
 
     def http_get(self, port: int, path: str, timeout: float = 5.0) -> HttpResponse:
         published = self.handle.ports.get(port)
@@ -125,6 +152,7 @@ class Stack:
         }
         self._containers: list[Any] = []
         self._network: Any = None
+        self._key = new_key()
         self.hosts: dict[str, LiveHost] = {}
 
     def up(self) -> None:
@@ -162,7 +190,7 @@ class Stack:
         for key, bindings in (container.attrs["NetworkSettings"]["Ports"] or {}).items():
             if bindings:
                 ports[int(key.split("/")[0])] = int(bindings[0]["HostPort"])
-        return LiveHost(self._client, HostHandle(spec.name, container.id, ports))
+        return LiveHost(self._client, HostHandle(spec.name, container.id, ports), self._key)
 
     def _wait_ready(self, spec: HostSpec) -> None:
         host = self.hosts[spec.name]
@@ -170,6 +198,8 @@ class Stack:
         command = " && ".join(probes) or "true"
         deadline = time.monotonic() + BOOT_TIMEOUT
         with host.shell() as shell:
+            authorized = shlex.quote(public_line(self._key, f"fixos-{self.episode_id}"))
+            shell.run(f"printf '%s\\n' {authorized} > /root/.ssh/authorized_keys", timeout=10)
             while True:
                 result = shell.run(command, timeout=10)
                 if result.ok:

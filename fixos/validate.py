@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import docker
 
-from fixos.episode import run_episode
+from fixos.episodes import run_episode
 from fixos.models import EpisodeRecord
 from fixos.scenario import Scenario
 

@@ -10,8 +10,9 @@ import pytest
 
 from fixos.engine import connect
 from fixos.images import ensure_image
-from fixos.stack import LABEL_RUN, remove_labelled
-from shells.exec import ExecShell
+from fixos.scenario import HostSpec
+from fixos.stack import LiveHost, Stack, remove_labelled
+from shells.session import BashSession
 
 
 @pytest.fixture(scope="session")
@@ -32,22 +33,22 @@ def test_run_id(client: docker.DockerClient) -> Iterator[str]:
 
 
 @pytest.fixture
-def server(client: docker.DockerClient, images: dict[str, str], test_run_id: str):
-    """A booted server container of its own, removed after the test."""
-    container = client.containers.run(
-        images["server"],
-        detach=True,
-        name=f"fixos-{test_run_id}",
-        labels={LABEL_RUN: test_run_id},
-        mem_limit="512m",
-        pids_limit=512,
+def live_host(client: docker.DockerClient, images: dict[str, str], test_run_id: str) -> Iterator[LiveHost]:
+    """A booted host of its own (as an episode gets it), removed after the test."""
+    stack = Stack(
+        client, run_id=test_run_id, episode_id=test_run_id, hosts=[HostSpec(name="web")], images=images
     )
-    yield container
-    container.remove(force=True, v=True)
+    try:
+        stack.up()
+        yield stack.hosts["web"]
+    finally:
+        stack.down()
 
 
-@pytest.fixture
-def exec_shell(client: docker.DockerClient, server) -> Iterator[ExecShell]:
-    shell = ExecShell(client.api, server.id, default_timeout=10)
+@pytest.fixture(params=["exec", "ssh"])
+def any_shell(request, live_host: LiveHost) -> Iterator[BashSession]:
+    """The same Shell contract over every transport."""
+    opener = live_host.shell if request.param == "exec" else live_host.ssh_shell
+    shell = opener(default_timeout=10)
     yield shell
     shell.close()

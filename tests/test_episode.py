@@ -15,7 +15,7 @@ from helpers import labelled, wait_for
 from rich.console import Console
 
 from fixos.catalog import load_catalog
-from fixos.episode import Episode, run_episode
+from fixos.episodes import Episode, run_episode
 from fixos.results import RunDir
 from fixos.stack import LABEL_OWNER, LABEL_RUN, owner_label, sweep_dead_runs
 from runner import main

@@ -7,8 +7,6 @@ import time
 
 import pytest
 
-from fixos.scenario import HostSpec
-from fixos.stack import Stack
 from injector import FAULTS
 from injector.base import fault_rng
 
@@ -38,18 +36,6 @@ def test_every_registered_fault_type_is_tested():
     assert {t for t, _ in CASES} == set(FAULTS.names())
 
 
-@pytest.fixture
-def host(client, images, test_run_id):
-    stack = Stack(
-        client, run_id=test_run_id, episode_id=test_run_id, hosts=[HostSpec(name="web")], images=images
-    )
-    try:
-        stack.up()
-        yield stack.hosts["web"]
-    finally:
-        stack.down()
-
-
 def eventually(check, timeout: float = 15.0):
     deadline = time.monotonic() + timeout
     while True:
@@ -62,10 +48,10 @@ def eventually(check, timeout: float = 15.0):
 @pytest.mark.parametrize(
     ("fault_type", "params"), CASES, ids=[f"{t}-{'-'.join(map(str, p.values()))}" for t, p in CASES]
 )
-def test_inject_confirm_revert(host, fault_type, params, seed=1):
+def test_inject_confirm_revert(live_host, fault_type, params, seed=1):
     cls = FAULTS.get(fault_type)
     fault = cls(cls.Params.model_validate(params))
-    with host.shell() as shell:
+    with live_host.shell() as shell:
         rng = fault_rng(seed, 0, fault_type)
         fault.prepare(shell, rng)
         fault.inject(shell, rng)

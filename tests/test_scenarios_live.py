@@ -8,7 +8,7 @@ import pytest
 from helpers import labelled
 
 from fixos.catalog import load_catalog
-from fixos.episode import run_episode
+from fixos.episodes import run_episode
 from fixos.validate import EXPECTED, agents_for, meets
 
 pytestmark = pytest.mark.live

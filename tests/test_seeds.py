@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fixos.catalog import load_catalog
-from fixos.episode import Episode
+from fixos.episodes import Episode
 
 pytestmark = pytest.mark.live
 WATCHED = [

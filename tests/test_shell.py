@@ -1,4 +1,4 @@
-"""The Shell contract, against a real booted host. Every transport must pass all of it."""
+"""The Shell contract, against a real booted host: every test runs over docker exec and over SSH."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ pytestmark = pytest.mark.live
 
 
 @pytest.fixture
-def shell(exec_shell):
-    return exec_shell
+def shell(any_shell):
+    return any_shell
 
 
 def test_output_and_exact_exit_codes(shell):

@@ -8,21 +8,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from fixos.models import Outcome
+from shells.probes import CPU_SAMPLE
 from verifier.base import Check, CheckParams, Probe
-
-# Two samples of every process's CPU ticks, half a second apart: comm, pid, percent of a core.
-_CPU_SAMPLE = r"""
-snap() { for f in /proc/[0-9]*/stat; do read -r l < "$f" 2>/dev/null && echo "$l"; done; }
-snap > /tmp/.fixos-cpu-a; sleep 0.5; snap > /tmp/.fixos-cpu-b
-awk -v hz="$(getconf CLK_TCK)" '
-  { match($0, /\(.*\)/); comm = substr($0, RSTART + 1, RLENGTH - 2);
-    rest = substr($0, RSTART + RLENGTH + 1); split(rest, f, " ");
-    t = f[12] + f[13]; pid = $1 }
-  FNR == NR { a[pid] = t; next }
-  (pid in a) { pct = (t - a[pid]) * 200 / hz; if (pct > 0) printf "%s %s %d\n", comm, pid, pct }
-' /tmp/.fixos-cpu-a /tmp/.fixos-cpu-b
-rm -f /tmp/.fixos-cpu-a /tmp/.fixos-cpu-b
-"""
 
 # Processes that come and go on any host, or belong to the verifier itself.
 _TRANSIENT = {"bash", "sh", "sleep", "ps", "awk", "cat", "setsid", "sed", "grep", "perl", "curl"}
@@ -59,12 +46,13 @@ class NoCpuHog(Check):
         max_percent: int = Field(default=30, ge=1, le=100)
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
-        rows = probe.shell.run(_CPU_SAMPLE, timeout=15).output.split("\n")
+        rows = probe.shell.run(CPU_SAMPLE, timeout=15).output.split("\n")
         hogs = []
         for row in rows:
-            parts = row.rsplit(" ", 2)
-            if len(parts) == 3 and parts[2].isdigit() and int(parts[2]) > self.params.max_percent:
-                hogs.append(f"{parts[0]} (PID {parts[1]}) at {parts[2]}%")
+            pid, _, rest = row.partition(" ")
+            comm, _, pct = rest.rpartition(" ")
+            if pct.isdigit() and int(pct) > self.params.max_percent:
+                hogs.append(f"{comm} (PID {pid}) at {pct}%")
         if hogs:
             return Outcome(False, "busy: " + ", ".join(hogs))
         return Outcome(True, f"no process above {self.params.max_percent}% of a core")

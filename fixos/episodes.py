@@ -10,20 +10,24 @@ confirm, let the agent work, verify, and always tear down.
 
 from __future__ import annotations
 
+import re
 import secrets
 import statistics
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
 
 import docker
 
-from agents import Task, make_agent
-from fixos.errors import BudgetExhausted, InvalidEpisode, ShellError, StackError
+from agents import Endpoints, Task, make_agent
+from fixos.errors import BudgetExhausted, FixOSError, InvalidEpisode, ShellError, StackError
 from fixos.models import EpisodeRecord, InjectedFault, Step, Timings, Verdict
 from fixos.scenario import Scenario
 from fixos.solution import render
-from fixos.stack import Stack
+from fixos.stack import LiveHost, Stack
 from injector import inject_all
 from shells.base import Shell
 from shells.recording import RecordingShell
@@ -46,7 +50,11 @@ class Episode:
         images: dict[str, str],
         run_id: str | None = None,
         episode_id: str | None = None,
+        transport: str = "exec",
     ) -> None:
+        if transport not in ("exec", "ssh"):
+            raise FixOSError(f"transport must be exec or ssh (got {transport!r})")
+        self.transport = transport
         self.scenario = scenario
         self.seed = seed
         self.run_id = run_id or new_run_id()
@@ -93,8 +101,14 @@ class Episode:
     def shell(self) -> Shell:
         """The agent's session on the scenario's first host (opened on first use)."""
         if self._shell is None:
-            self._shell = self.stack.hosts[self.scenario.hosts[0].name].shell()
+            host = self.host
+            self._shell = host.shell() if self.transport == "exec" else host.ssh_shell()
         return self._shell
+
+    @property
+    def host(self) -> LiveHost:
+        """The scenario's first host, where the agent works."""
+        return self.stack.hosts[self.scenario.hosts[0].name]
 
     def verify(self) -> Verdict:
         """Judge the hosts now, each through a fresh session the agent never touched."""
@@ -142,6 +156,16 @@ class Episode:
                 shell.close()
 
 
+def episode_id_for(scenario_id: str, seed: int, agent_name: str) -> str:
+    return f"{scenario_id}-s{seed}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', agent_name)}"
+
+
+def _endpoints(host: LiveHost, workdir: Path | None) -> Endpoints:
+    key_dir = workdir or Path(tempfile.mkdtemp(prefix="fixos-key-"))
+    key = host.write_key(key_dir / "id_episode")
+    return Endpoints(ssh=host.ssh_command(key), docker_exec=host.exec_command(), key_path=str(key))
+
+
 def run_episode(
     scenario: Scenario,
     seed: int,
@@ -150,10 +174,12 @@ def run_episode(
     client: docker.DockerClient,
     images: dict[str, str],
     run_id: str,
+    transport: str = "exec",
+    workdir: Path | None = None,
     on_step: Callable[[Step], None] | None = None,
 ) -> tuple[EpisodeRecord, list[Step]]:
     """Run one episode to its record; harness failures give an ``invalid`` record, not a score."""
-    episode_id = f"{scenario.id}-s{seed}-{agent_name}"
+    episode_id = episode_id_for(scenario.id, seed, agent_name)
     record = EpisodeRecord(
         run_id=run_id,
         episode_id=episode_id,
@@ -168,7 +194,15 @@ def run_episode(
         timings=Timings(),
     )
     steps: list[Step] = []
-    episode = Episode(scenario, seed, client=client, images=images, run_id=run_id, episode_id=episode_id)
+    episode = Episode(
+        scenario,
+        seed,
+        client=client,
+        images=images,
+        run_id=run_id,
+        episode_id=episode_id,
+        transport=transport,
+    )
     record.timings = episode.timings
     try:
         episode.reset()
@@ -183,6 +217,9 @@ def run_episode(
             },
         )
         limits = scenario.limits
+        task = Task(scenario.id, scenario.instruction, limits.max_steps, limits.wall_seconds, workdir)
+        if getattr(agent, "wants_endpoints", False):
+            task = replace(task, endpoints=_endpoints(episode.host, workdir))
         shell = RecordingShell(
             episode.shell,
             max_steps=limits.max_steps,
@@ -193,7 +230,7 @@ def run_episode(
         steps = shell.steps
         started = time.monotonic()
         try:
-            agent.solve(Task(scenario.instruction, limits.max_steps, limits.wall_seconds), shell)
+            agent.solve(task, shell)
         except BudgetExhausted:
             pass
         except (StackError, ShellError):
@@ -206,6 +243,9 @@ def run_episode(
         record.verdict = verdict
         record.reward = verdict.reward
         record.solved = verdict.solved
+        finish = getattr(agent, "finish", None)
+        if finish is not None:
+            finish(verdict)
     except (InvalidEpisode, StackError, ShellError) as exc:
         record.status = "invalid"
         record.error = f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,291 @@
+"""A rule-based SRE that needs no API key.
+
+It works the way a careful engineer does on a box like this: look at services,
+processes, disks and logs; recognise the failure from what the daemons say;
+make the smallest repair; check again. It sees only its instruction and the
+shell, never the scenario's faults, checks or solution, so its score measures
+what plain diagnosis can reach.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import shlex
+
+from agents.base import Task
+from shells.base import Shell
+from shells.probes import CPU_SAMPLE
+
+SERVICES = ("mariadb", "php8.2-fpm", "nginx")  # start order: data, app, web
+DAEMONS = {"init", "nginx", "php-fpm8.2", "sshd", "mysqld_safe", "mariadbd", "logger", "cron"}
+TRANSIENT = {"bash", "sh", "ps", "sleep", "awk", "cat", "setsid", "sed", "grep", "sort", "head", "tail"}
+PROTECTED_LOGS = re.compile(r"/var/log/(nginx/[^/]*\.log|mysql/error\.log|php8\.2-fpm\.log)$")
+NGINX_DIRECTIVES = [
+    "listen",
+    "server_name",
+    "root",
+    "index",
+    "location",
+    "try_files",
+    "include",
+    "fastcgi_pass",
+    "fastcgi_param",
+    "access_log",
+    "error_log",
+    "worker_connections",
+    "worker_processes",
+    "events",
+    "http",
+    "server",
+    "user",
+    "pid",
+    "sendfile",
+    "tcp_nopush",
+    "types_hash_max_size",
+    "default_type",
+    "ssl_protocols",
+    "gzip",
+    "keepalive_timeout",
+]
+NGINX_PARAMS = ["default_server", "ssl", "http2", "reuseport", "ipv6only", "deferred", "backlog"]
+APP_INI = "/etc/shop/app.ini"
+FPM_POOL = "/etc/php/8.2/fpm/pool.d/www.conf"
+
+
+def _replace(path: str, old: str, new: str) -> str:
+    return (
+        f"O={shlex.quote(old)} N={shlex.quote(new)} perl -0777 -i -pe "
+        f"'s/\\Q$ENV{{O}}\\E/$ENV{{N}}/' {shlex.quote(path)}"
+    )
+
+
+class BaselineAgent:
+    name = "baseline"
+
+    def solve(self, task: Task, shell: Shell) -> None:
+        self.sh = shell
+        for _ in range(3):
+            self.stop_rogue_processes()
+            self.free_disk()
+            self.repair_services()
+            self.repair_site()
+            if self.healthy():
+                return
+
+    # -- small helpers --------------------------------------------------------
+
+    def run(self, command: str, timeout: float = 30) -> str:
+        return self.sh.run(command, timeout=timeout).output
+
+    def service_up(self, service: str) -> bool:
+        return self.sh.run(f"service {service} status >/dev/null 2>&1", timeout=20).exit_code == 0
+
+    def http_code(self, path: str) -> str:
+        return self.run(
+            f"curl -s -o /dev/null -w '%{{http_code}}' --max-time 5 http://127.0.0.1{path}"
+        ).strip()
+
+    def healthy(self) -> bool:
+        return self.http_code("/") == "200" and self.http_code("/status") == "200"
+
+    def kill(self, pids: list[str]) -> None:
+        if pids:
+            self.run("kill -9 " + " ".join(pids))
+
+    # -- processes --------------------------------------------------------------
+
+    def stop_rogue_processes(self) -> None:
+        rogues = []
+        for line in self.run(CPU_SAMPLE, timeout=20).splitlines():
+            pid, comm, pct = ([*line.split(), "", "", ""])[:3]
+            if pct.isdigit() and int(pct) >= 40 and comm not in DAEMONS | TRANSIENT:
+                rogues.append(pid)
+        for line in self.run("ps -eo pid=,rss=,comm=").splitlines():
+            pid, rss, comm = ([*line.split(None, 2), "", "", ""])[:3]
+            if rss.isdigit() and int(rss) > 150 * 1024 and comm not in DAEMONS:
+                rogues.append(pid)
+        # Home-made scripts that kill or stop services: forgotten watchdogs.
+        scripts = self.run(
+            "for p in /proc/[0-9]*; do a=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null); case \"$a\" in "
+            "*/usr/local/bin/*) f=$(echo \"$a\" | grep -o '/usr/local/bin/[^ ]*' | head -1); "
+            "grep -qE 'pkill|killall|service .* stop' \"$f\" 2>/dev/null && echo ${p#/proc/};; esac; done"
+        )
+        rogues += scripts.split()
+        self.kill(sorted(set(rogues)))
+
+    # -- disks ------------------------------------------------------------------
+
+    def usage(self, inodes: bool = False) -> int:
+        column = "ipcent" if inodes else "pcent"
+        out = self.run(f"df --output={column} /var/log | tail -n 1").strip().rstrip("%")
+        return int(out) if out.isdigit() else 0
+
+    def free_disk(self) -> None:
+        if self.usage() > 90:
+            listing = self.run(
+                "find /var/log -xdev -type f -size +1M -printf '%s %p\\n' | sort -rn | head -20"
+            )
+            junk = [
+                line.split(" ", 1)[1]
+                for line in listing.splitlines()
+                if " " in line and not PROTECTED_LOGS.search(line.split(" ", 1)[1])
+            ]
+            if junk:
+                self.run("rm -f -- " + " ".join(shlex.quote(p) for p in junk))
+        if self.usage() > 90:
+            # Space held by deleted files still open: close them at the holder.
+            held = self.run(
+                'for fd in /proc/[0-9]*/fd/*; do l=$(readlink $fd 2>/dev/null); case "$l" in '
+                "/var/log/*' (deleted)') p=${fd#/proc/}; p=${p%%/*}; "
+                "echo $p $fd $(cat /proc/$p/comm);; esac; done"
+            )
+            for line in held.splitlines():
+                pid, fd, comm = ([*line.split(), "", "", ""])[:3]
+                if comm in DAEMONS:
+                    self.run(f": > {fd}")
+                else:
+                    self.kill([pid])
+        if self.usage(inodes=True) > 90:
+            crowded = self.run(
+                "find /var/log -xdev -type f | sed 's|/[^/]*$||' | sort | uniq -c | sort -rn | head -1"
+            ).split()
+            if len(crowded) == 2 and crowded[1] not in ("/var/log", "/var/log/nginx", "/var/log/mysql"):
+                self.run(f"rm -rf -- {shlex.quote(crowded[1])}", timeout=120)
+
+    # -- services ---------------------------------------------------------------
+
+    def repair_services(self) -> None:
+        for service in SERVICES:
+            if self.service_up(service):
+                continue
+            if service == "nginx":
+                self.free_port(80, "nginx")
+                self.fix_nginx_config()
+            self.run(f"service {service} start", timeout=90)
+            if service == "mariadb" and not self.service_up("mariadb"):
+                self.fix_mariadb()
+                self.run("service mariadb start", timeout=90)
+
+    def free_port(self, port: int, owner: str) -> None:
+        holders = self.run(f"ss -Hltnp 'sport = :{port}'")
+        pids = {pid for name, pid in re.findall(r'\("([^"]+)",pid=(\d+)', holders) if name != owner}
+        self.kill(sorted(pids))
+
+    def fix_nginx_config(self) -> None:
+        for _ in range(3):
+            test = self.run("nginx -t 2>&1")
+            if "test is successful" in test:
+                return
+            where = re.search(r"in (/etc/nginx/\S+):(\d+)", test)
+            if not where:
+                return
+            path, line_no = where.group(1), int(where.group(2))
+            lines = self.run(f"cat {shlex.quote(path)}").split("\n")
+            fixed = self._nginx_fix(test, lines, line_no)
+            if fixed is None:
+                return
+            index, new = fixed
+            self.run(_replace(path, lines[index], new))
+
+    def _nginx_fix(self, test: str, lines: list[str], line_no: int) -> tuple[int, str] | None:
+        line = lines[line_no - 1] if 0 < line_no <= len(lines) else ""
+        unknown = re.search(r'unknown directive "([^"]+)"', test)
+        if unknown:
+            word = unknown.group(1)
+            close = difflib.get_close_matches(word, NGINX_DIRECTIVES, n=1)
+            return (line_no - 1, line.replace(word, close[0], 1)) if close else None
+        param = re.search(r'invalid parameter "([^"]+)"', test)
+        if param:
+            close = difflib.get_close_matches(param.group(1), NGINX_PARAMS, n=1)
+            return (line_no - 1, line.replace(param.group(1), close[0], 1)) if close else None
+        missing = re.search(r'open\(\) "(/etc/nginx/[^"]+)" failed', test)
+        if missing:
+            name = missing.group(1).rsplit("/", 1)[1]
+            files = self.run("ls /etc/nginx").split()
+            close = difflib.get_close_matches(name, files, n=1)
+            return (line_no - 1, line.replace(name, close[0], 1)) if close else None
+        if "invalid number of arguments" in test or 'is not terminated by ";"' in test:
+            # The statement that lacks its `;` ends on an earlier line.
+            for index in range(line_no - 1, -1, -1):
+                text = lines[index].rstrip()
+                if text and not text.lstrip().startswith("#") and not text.endswith((";", "{", "}")):
+                    return index, text + ";"
+        return None
+
+    def fix_mariadb(self) -> None:
+        log = self.run("tail -n 30 /var/log/mysql/error.log")
+        unknown = re.findall(r"unknown variable '([^=']+)=", log)
+        suffix = re.findall(r"value '([^']+)'\) *\.? *Legal suffix|\(value '([^']+)'\)", log)
+        if unknown:
+            word = unknown[-1]
+            names = self.run("mariadbd --help --verbose 2>/dev/null | awk 'NF == 2 {print $1}'").split()
+            options = [n.replace("-", "_") for n in names]
+            close = difflib.get_close_matches(word.replace("-", "_"), options, n=1)
+            if close:
+                for path in self.run(f"grep -rl -- {shlex.quote(word)} /etc/mysql").split():
+                    self.run(_replace(path, word, close[0]))
+        elif suffix:
+            bad = next(v for pair in suffix for v in pair if v)
+            good = bad.translate(str.maketrans("OoIl", "0011"))
+            for path in self.run(f"grep -rlF -- {shlex.quote(bad)} /etc/mysql").split():
+                self.run(_replace(path, f"= {bad}", f"= {good}"))
+        if re.search(r"Permission denied|Errcode: 13|Can't create/write", log):
+            self.run("chown -R mysql:mysql /var/lib/mysql && chmod 755 /var/lib/mysql")
+
+    # -- the site -----------------------------------------------------------------
+
+    def repair_site(self) -> None:
+        if self.http_code("/") == "403":
+            self.run(
+                "chown -R www-data:www-data /var/www/shop && chmod 755 /var/www /var/www/shop && "
+                "find /var/www/shop -type f -exec chmod 644 {} +"
+            )
+        code = self.http_code("/status")
+        if code == "200":
+            return
+        log = self.run("tail -n 20 /var/log/nginx/shop.error.log")
+        if code == "502":
+            self.fix_php_socket(log)
+        elif code in ("500", "503"):
+            self.fix_app_database(log)
+
+    def fix_php_socket(self, log: str) -> None:
+        if not self.service_up("php8.2-fpm"):
+            self.run("service php8.2-fpm start")
+            return
+        wanted = re.search(r"connect\(\) to unix:(\S+) failed \((\d+)", log)
+        if not wanted:
+            return
+        socket_path, errno = wanted.group(1), wanted.group(2)
+        if errno == "2":
+            self.run(f"sed -i 's|^listen = .*|listen = {socket_path}|' {FPM_POOL}")
+        elif errno == "13":
+            self.run(
+                f"sed -i -e 's|^listen.owner = .*|listen.owner = www-data|' "
+                f"-e 's|^listen.group = .*|listen.group = www-data|' -e '/^listen.mode/d' {FPM_POOL}"
+            )
+        self.run("service php8.2-fpm restart")
+
+    def fix_app_database(self, log: str) -> None:
+        ini = dict(re.findall(r"^(\w+) = (.*)$", self.run(f"cat {APP_INI}"), re.MULTILINE))
+        user = ini.get("user", "shop")
+        if "Too many connections" in log:
+            rows = self.run("mariadb -N -e 'SELECT user FROM information_schema.PROCESSLIST'").split()
+            hogs = {u for u in rows if rows.count(u) > 5 and u not in ("root", user)}
+            parents = self.run("ps -o ppid= -C mariadb | sort -u").split()
+            self.kill([p for p in parents if p != "1"])
+            for hog in hogs:
+                self.run(f"mariadb -e {shlex.quote(f'KILL USER {hog}')}")
+        elif "Access denied" in log and "password" in ini:
+            statement = f"ALTER USER '{user}'@'localhost' IDENTIFIED BY '{ini['password']}'"
+            self.run(f"mariadb -e {shlex.quote(statement)}")
+        elif "command denied" in log:
+            grant = f"GRANT SELECT, INSERT, UPDATE ON {ini.get('name', 'shop')}.* TO '{user}'@'localhost'"
+            self.run(f"mariadb -e {shlex.quote(grant)}")
+        elif "No such file or directory" in log:
+            actual = self.run("mariadb -N -e 'SELECT @@socket'").strip()
+            if actual.startswith("/") and ini.get("socket") != actual:
+                self.run(_replace(APP_INI, f"socket = {ini.get('socket')}", f"socket = {actual}"))
+        elif re.search(r"getaddrinfo|Unknown MySQL server host|Name or service not known", log):
+            self.run(_replace(APP_INI, f"host = {ini.get('host')}", "host = localhost"))

@@ -1,0 +1,37 @@
+"""The Python entry point for agent authors::
+
+import fixos
+
+with fixos.episode("hard_1", seed=3) as ep:
+    print(ep.shell.run("ps aux").output)
+    verdict = ep.verify()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from fixos.catalog import load_catalog, select
+from fixos.engine import connect
+from fixos.episodes import Episode
+from fixos.images import ensure_image
+from fixos.scenario import SCENARIO_DIR
+
+
+@contextmanager
+def episode(
+    scenario: str,
+    seed: int = 1,
+    *,
+    transport: str = "exec",
+    docker_host: str | None = None,
+    scenario_dir: Path = SCENARIO_DIR,
+) -> Iterator[Episode]:
+    """A confirmed-broken host for ``scenario``; removed when the block ends, however it ends."""
+    chosen = select(load_catalog(scenario_dir), [scenario])[0]
+    client = connect(docker_host)
+    images = {h.image: ensure_image(client, h.image, lambda line: None) for h in chosen.hosts}
+    with Episode(chosen, seed, client=client, images=images, transport=transport) as ep:
+        yield ep

@@ -1,0 +1,251 @@
+"""A persistent bash session over any byte stream: the framing every transport shares.
+
+Each command is handed to bash through a quoted here-document and ``eval``'d in
+the session shell itself, so ``cd`` and ``export`` persist and no process is
+forked for the framing. After each command the shell saves its cwd and exported
+variables to a state file; when a session has to be replaced (a builtin loop
+that ignores the kill, or the agent typed ``exit``) the new one starts from it.
+
+A transport supplies five things: start a stream running bash, send bytes,
+read bytes with a deadline, run a one-off command beside the session, and the
+exit code of a session that ended.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+
+from fixos.errors import ShellError
+from fixos.models import CommandResult
+from shells.base import (
+    DEFAULT_TIMEOUT,
+    OUTPUT_LIMIT,
+    TIMEOUT_EXIT_CODE,
+    timeout_marker,
+    truncation_marker,
+)
+
+STATE_DIR = "/run/fixos-shell"
+SESSION_COMMAND = "setsid --wait bash --noprofile --norc"
+CLEAN_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": "/root",
+    "USER": "root",
+    "LOGNAME": "root",
+    "SHELL": "/bin/bash",
+    "LANG": "C.UTF-8",
+    "TERM": "dumb",
+}
+_TAIL = 4096
+_GRACE = 3.0
+"""seconds to wait for the shell to come back after its command was killed."""
+
+
+class _Capture:
+    """Keeps the first ``limit`` bytes and the last few KiB of a possibly endless stream."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def feed(self, data: bytes) -> None:
+        room = self.limit - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            excess = len(self.tail) - _TAIL
+            if excess > 0:
+                self.dropped += excess
+                del self.tail[:excess]
+
+    def end(self, n: int = 256) -> bytes:
+        if len(self.tail) >= n:
+            return bytes(self.tail[-n:])
+        return bytes(self.head[-(n - len(self.tail)) :] + self.tail)
+
+    def cut_end(self, n: int) -> None:
+        from_tail = min(n, len(self.tail))
+        if from_tail:
+            del self.tail[-from_tail:]
+        if n - from_tail:
+            del self.head[-(n - from_tail) :]
+
+    def text(self) -> tuple[str, bool]:
+        if not self.dropped:
+            return (self.head + self.tail).decode("utf-8", errors="replace"), False
+        head = self.head.decode("utf-8", errors="replace")
+        tail = self.tail.decode("utf-8", errors="replace")
+        return head + truncation_marker(self.dropped) + tail, True
+
+
+class BashSession:
+    """The Shell contract on top of a transport's five primitives (see module doc)."""
+
+    def __init__(
+        self,
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str = "/root",
+        output_limit: int = OUTPUT_LIMIT,
+        default_timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self._env = dict(CLEAN_ENV if env is None else env)
+        self._cwd = cwd
+        self.output_limit = output_limit
+        self.default_timeout = default_timeout
+        self._state = f"{STATE_DIR}/{secrets.token_hex(8)}"
+        self._pgid = 0
+        self._open_stream = False
+        self._last: tuple[str, bool] = ("", False)
+
+    # -- what a transport provides ------------------------------------------
+
+    @property
+    def where(self) -> str:
+        raise NotImplementedError
+
+    def _start(self) -> None:
+        """Start ``SESSION_COMMAND`` with ``self._env`` in ``self._cwd``."""
+        raise NotImplementedError
+
+    def _send(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def _read(self, wait: float) -> bytes | None:
+        """Output that arrived within ``wait`` seconds (maybe b""); None at end of stream."""
+        raise NotImplementedError
+
+    def _side(self, script: str) -> None:
+        """Run a one-off command on the host, beside the session, and wait for it."""
+        raise NotImplementedError
+
+    def _ended_code(self) -> int:
+        """Exit code of a session whose stream ended."""
+        raise NotImplementedError
+
+    def _stop(self) -> None:
+        """Close the stream (the shell sees end of input)."""
+        raise NotImplementedError
+
+    # -- lifecycle ------------------------------------------------------------
+
+    def _open(self, *, restore: bool) -> None:
+        try:
+            self._start()
+        except ShellError:
+            raise
+        except Exception as exc:  # transport errors, translated at the boundary
+            raise ShellError(f"cannot open a shell on {self.where}: {exc}") from exc
+        self._open_stream = True
+        prelude = f"mkdir -p {STATE_DIR}; unset HISTFILE; builtin echo $$"
+        if restore:
+            prelude = (
+                f"[ -r {self._state}.env ] && . {self._state}.env 2>/dev/null; "
+                f"[ -r {self._state}.cwd ] && {{ read -r __fixos_d < {self._state}.cwd; "
+                f'cd -- "$__fixos_d" 2>/dev/null; unset __fixos_d; }}; ' + prelude
+            )
+        result = self._exchange(prelude, timeout=15.0, may_kill=False)
+        if result is None or not result[0].strip().isdigit():
+            raise ShellError(f"shell on {self.where} did not start")
+        self._pgid = int(result[0].strip())
+
+    def close(self) -> None:
+        if self._open_stream:
+            self._open_stream = False
+            self._stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- running commands -----------------------------------------------------
+
+    def run(self, command: str, timeout: float | None = None) -> CommandResult:
+        if not self._open_stream:
+            raise ShellError("shell is closed")
+        timeout = self.default_timeout if timeout is None else timeout
+        started = time.monotonic()
+        outcome = self._exchange(command, timeout=timeout, may_kill=True)
+        duration = time.monotonic() - started
+        if outcome is None:  # the session itself ended, e.g. the command was `exit`
+            output, truncated = self._last
+            self._open_stream = False
+            code = self._ended_code()
+            self._stop()
+            self._open(restore=True)
+            return CommandResult(command, output, code, duration, truncated=truncated)
+        output, code, timed_out, truncated = outcome
+        if timed_out:
+            output += timeout_marker(timeout)
+            code = TIMEOUT_EXIT_CODE
+        return CommandResult(command, output, code, duration, timed_out, truncated)
+
+    def _script(self, command: str, nonce: str) -> bytes:
+        body = command.replace("\x00", "")
+        delim = f"__FIXOS_CMD_{nonce}__"
+        return (
+            f"IFS= read -r -d '' __fixos_c <<'{delim}'\n{body}\n{delim}\n"
+            f'eval "$__fixos_c" </dev/null 2>&1; __fixos_rc=$?; unset __fixos_c; '
+            f"{{ builtin pwd >| {self._state}.cwd; builtin export -p >| {self._state}.env; }} "
+            f"2>/dev/null; builtin printf '\\n__FIXOS_{nonce}__ %d\\n' $__fixos_rc\n"
+        ).encode()
+
+    def _exchange(
+        self, command: str, *, timeout: float, may_kill: bool
+    ) -> tuple[str, int, bool, bool] | None:
+        """Send one command, read to its end marker; None if the session died."""
+        nonce = secrets.token_hex(8)
+        end = re.compile(rb"\n__FIXOS_" + nonce.encode() + rb"__ (\d+)\n$")
+        capture = _Capture(self.output_limit)
+        self._last = ("", False)
+        try:
+            self._send(self._script(command, nonce))
+        except OSError:
+            return None
+        deadline = time.monotonic() + timeout
+        timed_out = False
+        while True:
+            match = end.search(capture.end())
+            if match:
+                capture.cut_end(len(match.group(0)))
+                text, truncated = capture.text()
+                return text, int(match.group(1)), timed_out, truncated
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if not may_kill:
+                    raise ShellError(f"shell on {self.where} did not answer in {timeout:g}s")
+                if timed_out:
+                    # The shell ignores kills of its children (a builtin loop):
+                    # replace the whole session.
+                    self._kill_session()
+                    self._open(restore=True)
+                    text, truncated = capture.text()
+                    return text, TIMEOUT_EXIT_CODE, True, truncated
+                timed_out = True
+                self._kill_children()
+                deadline = time.monotonic() + _GRACE
+                continue
+            chunk = self._read(min(left, 1.0))
+            if chunk is None:
+                self._last = capture.text()
+                return None
+            if chunk:
+                capture.feed(chunk)
+
+    def _kill_children(self) -> None:
+        """Kill everything in the session's process group except the shell itself."""
+        self._side(f"pgrep -g {self._pgid} | grep -vx {self._pgid} | xargs -r kill -KILL 2>/dev/null; true")
+
+    def _kill_session(self) -> None:
+        try:
+            self._side(f"kill -KILL -- -{self._pgid} 2>/dev/null; true")
+        finally:
+            self.close()

@@ -1,0 +1,120 @@
+"""A persistent bash session over SSH (paramiko), to a host's published sshd port.
+
+The same endpoint serves a plain OpenSSH client: ``ssh -i KEY -p PORT root@127.0.0.1``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import shlex
+import socket
+from typing import Any
+
+import paramiko
+
+from fixos.errors import ShellError
+from shells.session import SESSION_COMMAND, BashSession
+
+CONNECT_TIMEOUT = 10.0
+
+
+def new_key() -> paramiko.PKey:
+    """A fresh key pair for one episode (ECDSA: paramiko generates it in a millisecond)."""
+    return paramiko.ECDSAKey.generate(bits=256)
+
+
+def public_line(key: paramiko.PKey, comment: str = "fixos-episode") -> str:
+    return f"{key.get_name()} {key.get_base64()} {comment}"
+
+
+class SshShell(BashSession):
+    """``SshShell(port, key)``: root on 127.0.0.1:port, authenticated by ``key`` only."""
+
+    def __init__(self, port: int, key: paramiko.PKey, *, host: str = "127.0.0.1", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._host, self._port, self._key = host, port, key
+        self._client: paramiko.SSHClient | None = None
+        self._chan: paramiko.Channel | None = None
+        self._open(restore=False)
+
+    @property
+    def where(self) -> str:
+        return f"ssh://root@{self._host}:{self._port}"
+
+    def _connect(self) -> paramiko.SSHClient:
+        if (
+            self._client is not None
+            and self._client.get_transport()
+            and self._client.get_transport().is_active()
+        ):
+            return self._client
+        client = paramiko.SSHClient()
+        # Each host is a throw-away container reached on loopback; there is no
+        # known_hosts to pin it against.
+        client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+        try:
+            client.connect(
+                self._host,
+                port=self._port,
+                username="root",
+                pkey=self._key,
+                look_for_keys=False,
+                allow_agent=False,
+                timeout=CONNECT_TIMEOUT,
+                banner_timeout=CONNECT_TIMEOUT,
+                auth_timeout=CONNECT_TIMEOUT,
+            )
+        except (paramiko.SSHException, OSError) as exc:
+            raise ShellError(f"cannot log in to {self.where}: {exc}") from exc
+        self._client = client
+        return client
+
+    def _start(self) -> None:
+        transport = self._connect().get_transport()
+        assert transport is not None
+        chan = transport.open_session(timeout=CONNECT_TIMEOUT)
+        chan.set_combine_stderr(True)
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self._env.items())
+        chan.exec_command(f"cd {shlex.quote(self._cwd)} && exec env -i {env} {SESSION_COMMAND}")
+        self._chan = chan
+
+    def _send(self, data: bytes) -> None:
+        assert self._chan is not None
+        try:
+            self._chan.sendall(data)
+        except (OSError, paramiko.SSHException) as exc:
+            raise OSError(str(exc)) from exc
+
+    def _read(self, wait: float) -> bytes | None:
+        assert self._chan is not None
+        if not self._chan.recv_ready():
+            ready, _, _ = select.select([self._chan], [], [], wait)
+            if not ready:
+                return b""
+        try:
+            chunk = self._chan.recv(65536)
+        except (OSError, paramiko.SSHException):
+            return None
+        return chunk or None
+
+    def _side(self, script: str) -> None:
+        _, stdout, _ = self._connect().exec_command(script, timeout=CONNECT_TIMEOUT)
+        stdout.channel.recv_exit_status()
+
+    def _ended_code(self) -> int:
+        assert self._chan is not None
+        return self._chan.recv_exit_status()
+
+    def _stop(self) -> None:
+        if self._chan is not None:
+            with contextlib.suppress(socket.error, paramiko.SSHException, EOFError):
+                self._chan.shutdown_write()
+            self._chan.close()
+            self._chan = None
+
+    def close(self) -> None:
+        super().close()
+        if self._client is not None:
+            self._client.close()
+            self._client = None

@@ -1,0 +1,13 @@
+"""The custom agent of the README: load it with --agent custom_agent_example:RestartWhatIsDown."""
+
+from agents import Task
+from shells import Shell
+
+
+class RestartWhatIsDown:
+    name = "restart-what-is-down"
+
+    def solve(self, task: Task, shell: Shell) -> None:
+        for service in ("mariadb", "php8.2-fpm", "nginx"):
+            if shell.run(f"service {service} status").exit_code != 0:
+                shell.run(f"service {service} start")

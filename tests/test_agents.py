@@ -1,0 +1,209 @@
+"""Agents end to end on real containers: baseline, llm (against a local chat server),
+external (a real OpenSSH client), custom import paths, play, show, and the Python API."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+import fixos
+from agents.llm import LlmAgent, LlmError, command_of
+from fixos.catalog import load_catalog
+from fixos.episodes import run_episode
+from runner import main
+
+pytestmark = pytest.mark.live
+ROOT = Path(__file__).resolve().parent.parent
+CATALOG = load_catalog()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("scenario_id", [s for s, x in CATALOG.items() if x.difficulty == "easy"])
+def test_baseline_solves_every_easy_task(client, images, test_run_id, scenario_id, seed):
+    record, steps = run_episode(
+        CATALOG[scenario_id], seed, "baseline", client=client, images=images, run_id=test_run_id
+    )
+    assert record.status == "scored", record.error
+    assert record.reward == 1.0, [c.detail for c in record.verdict.checks if not c.passed]
+    assert steps, "the baseline works through the shell"
+
+
+def test_baseline_scores_on_at_least_half_of_the_rest(client, images, test_run_id):
+    others = [s for s in CATALOG.values() if s.difficulty != "easy"]
+    scores = {}
+    for scenario in others:
+        record, _ = run_episode(scenario, 1, "baseline", client=client, images=images, run_id=test_run_id)
+        assert record.status == "scored", record.error
+        scores[scenario.id] = record.reward
+    assert sum(1 for r in scores.values() if r > 0) >= len(others) / 2, scores
+
+
+class ChatServer:
+    """A real HTTP server speaking chat-completions, replaying scripted replies."""
+
+    def __init__(self, replies: list[str]) -> None:
+        self.replies = list(replies)
+        self.requests: list[dict] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+                reply = outer.replies.pop(0) if outer.replies else "DONE"
+                data = json.dumps(
+                    {
+                        "choices": [{"message": {"role": "assistant", "content": reply}}],
+                        "usage": {"prompt_tokens": 100, "completion_tokens": 7},
+                    }
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+def test_llm_agent_against_a_local_chat_endpoint(client, images, test_run_id, tmp_path, monkeypatch, capsys):
+    chat = ChatServer(
+        ["Let me look.\n```bash\nservice nginx status\n```", "```bash\nservice nginx start\n```", "DONE"]
+    )
+    monkeypatch.setenv("API_BASE_URL", chat.url)
+    monkeypatch.setenv("MODEL_NAME", "scripted-model")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    try:
+        record, steps = run_episode(
+            CATALOG["easy_1"], 1, "llm", client=client, images=images, run_id=test_run_id, workdir=tmp_path
+        )
+    finally:
+        chat.close()
+    assert record.reward == 1.0, record.error
+    assert [s.command for s in steps] == ["service nginx status", "service nginx start"]
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[")]
+    assert lines[0] == "[START] task=easy_1 env=fixos model=scripted-model"
+    assert re.fullmatch(
+        r'\[STEP\] step=1 action="service nginx status" exit=3 reward=null done=false error=null', lines[1]
+    )
+    assert lines[2].startswith('[STEP] step=2 action="service nginx start" exit=0')
+    assert lines[3].startswith('[STEP] step=3 action="DONE"') and "done=true" in lines[3]
+    assert lines[4] == "[END] success=true steps=2 score=1.00 rewards=1.00"
+    assert chat.requests[0]["path"] == "/v1/chat/completions" and chat.requests[0]["auth"] == "Bearer sk-test"
+    assert chat.requests[1]["messages"][-1]["content"].startswith("exit code 3")
+    trajectory = [json.loads(x) for x in (tmp_path / "llm_trajectory.jsonl").read_text().splitlines()]
+    assert trajectory[-1] == {"tokens": {"prompt": 300, "completion": 21}, "reward": 1.0}
+
+
+def test_llm_agent_says_what_is_missing(monkeypatch, capsys):
+    for name in ("API_BASE_URL", "MODEL_NAME", "HF_TOKEN", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(LlmError, match="API_BASE_URL, MODEL_NAME, HF_TOKEN or OPENAI_API_KEY"):
+        LlmAgent.preflight()
+    assert main(["run", "easy_1", "--agent", "llm"]) == 1
+    err = capsys.readouterr().err
+    assert "LlmError" in err and "MODEL_NAME" in err
+
+
+def test_command_of_reads_blocks_and_done():
+    assert command_of("I'll check.\n```bash\ndf -h\n```") == "df -h"
+    assert command_of("```\nps aux\n```") == "ps aux"
+    assert command_of("DONE") is None
+    assert command_of("uptime") == "uptime"
+
+
+def test_external_agent_over_a_real_ssh_client(images, tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runner", "run", "easy_1", "--agent", "external", "--results", str(tmp_path)],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        ssh_line = run_id = None
+        deadline = time.monotonic() + 120
+        while ssh_line is None and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            assert line, "fixos ended before printing the ssh command"
+            if line.startswith("ssh:"):
+                ssh_line = line.split(":", 1)[1].strip()
+            if "fixos verify " in line:
+                run_id = line.rsplit(" ", 1)[1].strip()
+        while run_id is None:
+            line = proc.stdout.readline()
+            if "fixos verify " in line:
+                run_id = line.rsplit(" ", 1)[1].strip()
+        done = subprocess.run(
+            [*ssh_line.split(), "-o", "BatchMode=yes", "service nginx start"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert main(["verify", run_id, "--results", str(tmp_path)]) == 0
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out
+    assert "reward 1.0" in out
+
+
+def test_custom_agent_by_import_path_and_show(images, tmp_path):
+    console = Console(record=True, width=200)
+    agent = "custom_agent_example:RestartWhatIsDown"
+    assert main(["run", "easy_2", "--agent", agent, "--results", str(tmp_path)], console=console) == 0
+    assert "reward 1.0" in console.export_text()
+    (run_dir,) = tmp_path.iterdir()
+    (episode,) = [p.name for p in run_dir.iterdir() if p.is_dir()]
+    shown = Console(record=True, width=200)
+    assert main(["show", f"{run_dir.name}/{episode}", "--results", str(tmp_path)], console=shown) == 0
+    text = shown.export_text()
+    assert "$ service mariadb status" in text and "$ service mariadb start" in text and "reward 1.0" in text
+
+
+def test_unknown_custom_agent_is_a_clear_error(capsys):
+    assert main(["run", "easy_1", "--agent", "no_such_module:Agent"]) == 1
+    assert "unknown agent 'no_such_module:Agent'" in capsys.readouterr().err
+
+
+def test_play_scores_what_the_human_typed(images, tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "runner", "play", "easy_1", "--results", str(tmp_path)],
+        cwd=ROOT,
+        input="service nginx start\nexit\n",
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "reward 1.0" in done.stdout
+
+
+@pytest.mark.parametrize("transport", ["exec", "ssh"])
+def test_python_api(images, transport):
+    with fixos.episode("easy_1", seed=2, transport=transport) as ep:
+        assert ep.shell.run("service nginx status").exit_code != 0
+        ep.shell.run("service nginx start")
+        verdict = ep.verify()
+    assert verdict.reward == 1.0
