@@ -11,9 +11,12 @@ from injector.edit import install_script, spawn_with_pid
 from shells.base import Shell
 
 _REPORT_JOB = """#!/bin/sh
-# Nightly sales report: one connection per region, left open "for speed".
+# Nightly sales report: one connection per region, kept open "for speed", and
+# retried until it gets one.
 for region in $(seq 1 {n}); do
-    mariadb -u reports -p'{password}' shop -e 'SELECT SLEEP(86400)' >/dev/null 2>&1 &
+    ( until mariadb -u reports -p'{password}' shop -e 'SELECT SLEEP(86400)' >/dev/null 2>&1; do
+        sleep 1
+    done ) &
 done
 wait
 """
@@ -29,7 +32,7 @@ class ConnectionsExhausted(Fault):
         self.name = rng.choice(["sales-report", "nightly-export", "bi-extract"])
         self.password = "".join(rng.choice("abcdefghjkmnpqrstuvwxyz23456789") for _ in range(10))
         limit = int(shell.run("mariadb -N -e 'SELECT @@max_connections'").output.strip())
-        body = _REPORT_JOB.format(n=limit + 5, password=self.password)
+        body = _REPORT_JOB.format(n=limit + 2, password=self.password)
         shell.run(
             "mariadb -e \"CREATE USER IF NOT EXISTS 'reports'@'localhost' "
             f"IDENTIFIED BY '{self.password}'; GRANT SELECT ON shop.* TO 'reports'@'localhost'\""
@@ -42,10 +45,15 @@ class ConnectionsExhausted(Fault):
         return {"name": self.name, "pid": self.pid}
 
     def confirm(self, shell: Shell) -> Outcome:
+        # What any ordinary client (the app included) now gets; root keeps its spare slot.
+        tried = shell.run(f"mariadb -u reports -p'{self.password}' -e 'SELECT 1' 2>&1", timeout=15)
+        ok = "Too many connections" in tried.output
         used = shell.run("mariadb -N -e \"SHOW STATUS LIKE 'Threads_connected'\"").output.split()
-        count = int(used[-1]) if used and used[-1].isdigit() else 0
-        ok = count >= self.limit
-        return Outcome(ok, f"{count} connections of {self.limit} in use, held by {self.name}")
+        return Outcome(
+            ok, f"{used[-1] if used else '?'} of {self.limit} connections in use, held by {self.name}"
+        )
 
     def revert(self, shell: Shell) -> None:
-        shell.run(f"pkill -f /usr/local/bin/{self.name}; pkill -u root -x mariadb", timeout=10)
+        shell.run(
+            f"pkill -f '^/bin/sh /usr/local/bin/{self.name}'; mariadb -e 'KILL USER reports'", timeout=15
+        )
