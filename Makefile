@@ -4,13 +4,16 @@ VENV  := .venv
 BIN   := $(VENV)/bin
 ARGS  ?=
 
-.PHONY: bench test lint format setup engine venv images clean
+.PHONY: bench test perf lint format setup engine venv images clean
 
 bench: setup
 	$(BIN)/fixos bench $(ARGS)
 
 test: setup
 	$(BIN)/pytest $(ARGS)
+
+perf: setup
+	$(BIN)/python scripts/perf.py $(ARGS)
 
 lint: venv
 	$(BIN)/ruff check .

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import signal
-import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -20,16 +19,19 @@ from rich.text import Text
 
 from agents import agent_class
 from agents.external import VERIFY_REQUEST
+from fixos.bench import Bench, Plan, bench_path, default_parallelism, parse_shard
 from fixos.catalog import load_catalog, select
 from fixos.engine import connect
-from fixos.episodes import episode_id_for, new_run_id, run_episode
+from fixos.episodes import new_run_id
 from fixos.errors import FixOSError
 from fixos.images import ensure_image
-from fixos.models import EpisodeRecord, to_json
+from fixos.models import EpisodeRecord
+from fixos.report import compare, dash, write_reports
 from fixos.results import RunDir
 from fixos.scenario import SCENARIO_DIR, Scenario
 from fixos.stack import remove_labelled, sweep_dead_runs
 from fixos.validate import Validation, meets, validate
+from fixos.view import LiveView, PlainView
 
 DEFAULT_RESULTS = Path("results")
 
@@ -76,27 +78,39 @@ def timings_line(record: EpisodeRecord) -> str:
     )
 
 
-def results_table(records: Sequence[EpisodeRecord], agents: Sequence[str]) -> Table:
-    table = Table(title="FixOS results (mean reward over seeds; solved/valid)")
-    table.add_column("scenario")
-    table.add_column("difficulty")
+def _cell(stats: dict[str, Any]) -> str:
+    if stats["mean_reward"] is None:
+        return "[yellow]invalid[/]" if stats["episodes"] else "-"
+    return f"{stats['mean_reward']:.2f} · {stats['solved_pct']:.0f}%"
+
+
+def summary_tables(summary: dict[str, Any]) -> list[Table]:
+    """Per scenario and per difficulty, one column per agent: mean reward · solved %."""
+    agents = summary["agents"]
+    by_scenario = Table(title="FixOS results: mean reward · solved % (steps, wall s, time to repair s)")
+    by_scenario.add_column("scenario")
+    by_scenario.add_column("difficulty")
     for agent in agents:
-        table.add_column(agent, justify="right")
-    scenarios = list(dict.fromkeys(r.scenario for r in records))
-    for sid in scenarios:
-        rows = [r for r in records if r.scenario == sid]
+        by_scenario.add_column(agent, justify="right")
+    for sid, row in summary["scenarios"].items():
         cells = []
         for agent in agents:
-            mine = [r for r in rows if r.agent == agent]
-            valid = [r for r in mine if r.status == "scored"]
-            if not valid:
-                cells.append("[yellow]invalid[/]" if mine else "-")
-                continue
-            mean = statistics.fmean(r.reward or 0.0 for r in valid)
-            solved = sum(r.solved for r in valid)
-            cells.append(f"{mean:.2f} ({solved}/{len(valid)})")
-        table.add_row(sid, rows[0].difficulty, *cells)
-    return table
+            st = row["agents"][agent]
+            extra = (
+                ""
+                if st["mean_steps"] is None
+                else (f" ({st['mean_steps']:g}, {st['mean_wall_s']:g}, {dash(st['mean_time_to_repair_s'])})")
+            )
+            cells.append(_cell(st) + extra)
+        by_scenario.add_row(sid, row["difficulty"], *cells)
+    by_difficulty = Table(title="by difficulty")
+    by_difficulty.add_column("difficulty")
+    for agent in agents:
+        by_difficulty.add_column(agent, justify="right")
+    for difficulty, per_agent in summary["difficulties"].items():
+        by_difficulty.add_row(difficulty, *(_cell(per_agent[a]) for a in agents))
+    by_difficulty.add_row("all", *(_cell(summary["overall"][a]) for a in agents))
+    return [by_scenario, by_difficulty]
 
 
 # -- commands ----------------------------------------------------------------
@@ -133,56 +147,42 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _run_all(
-    scenarios: Sequence[Scenario],
-    seeds: Sequence[int],
-    agents: Sequence[str],
-    results_root: Path,
-    console: Console,
-    transport: str = "exec",
-) -> tuple[RunDir, list[EpisodeRecord]]:
-    for agent in agents:  # unknown names and missing settings fail before any container starts
+def _execute(
+    bench_plan: Plan, run: RunDir, console: Console, parallel: int, scenarios: dict[str, Scenario]
+) -> list[EpisodeRecord]:
+    """Run a plan's pending jobs with a live view; returns every record of the run."""
+    for agent in bench_plan.agents:  # unknown names and missing settings fail before any container
         preflight = getattr(agent_class(agent), "preflight", None)
         if preflight is not None:
             preflight()
     client = _engine(console)
-    images = _images(client, scenarios, console)
-    run = RunDir(results_root, new_run_id())
-    console.print(f"run {run.run_id}: results in {run.path}", highlight=False)
-    records: list[EpisodeRecord] = []
-    try:
-        for scenario in scenarios:
-            for seed in seeds:
-                for agent in agents:
-                    workdir = run.episode_dir(episode_id_for(scenario.id, seed, agent))
-                    record, steps = run_episode(
-                        scenario,
-                        seed,
-                        agent,
-                        client=client,
-                        images=images,
-                        run_id=run.run_id,
-                        transport=transport,
-                        workdir=workdir,
-                    )
-                    run.write_episode(record, steps)
-                    records.append(record)
-                    score = "invalid" if record.status != "scored" else f"{record.reward:.2f}"
-                    console.print(
-                        f"{record.episode_id}: {score} · {escape(timings_line(record))}"
-                        + (f" · {escape(record.error)}" if record.error else ""),
-                        highlight=False,
-                    )
-    finally:
-        # Belt and braces: whatever an interrupted episode left, by label.
-        remove_labelled(client, run_id=run.run_id)
-    run.write_summary({"run_id": run.run_id, "episodes": [to_json(r) for r in records]})
-    return run, records
+    images = _images(client, [scenarios[s] for s in bench_plan.scenarios], console)
+    bench = Bench(bench_plan, run, scenarios, client=client, images=images, parallel=parallel)
+    pending = bench.pending()
+    console.print(
+        f"run {run.run_id}: {len(pending)} episode(s) to go, {parallel} at a time; results in {run.path}",
+        highlight=False,
+    )
+    if console.is_terminal and not any(a in ("external", "human") for a in bench_plan.agents):
+        with LiveView(console, len(pending)) as view:
+            bench.events = view
+            bench.execute(pending)
+    else:
+        bench.events = PlainView(console, len(pending))
+        bench.execute(pending)
+    return bench.records()
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    scenario = select(load_catalog(args.scenario_dir), [args.scenario])[0]
-    _, records = _run_all([scenario], [args.seed], [args.agent], args.results, console, args.transport)
+    catalog = load_catalog(args.scenario_dir)
+    scenario = select(catalog, [args.scenario])[0]
+    bench_plan = Plan([scenario.id], [args.seed], [args.agent], args.transport)
+    run = RunDir(args.results, new_run_id())
+    bench_plan.save(run)
+    records = _execute(bench_plan, run, console, 1, catalog)
+    write_reports(run.path, run.run_id, records)
+    if not records:
+        raise FixOSError("the episode did not finish")
     record = records[0]
     if record.verdict is not None:
         console.print(verdict_table(record))
@@ -194,13 +194,40 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_bench(args: argparse.Namespace, console: Console) -> int:
-    scenarios = select(load_catalog(args.scenario_dir), args.scenarios)
-    agents = args.agent or ["baseline"]
+    catalog = load_catalog(args.scenario_dir)
     started = time.monotonic()
-    _, records = _run_all(scenarios, args.seeds, agents, args.results, console)
-    console.print(results_table(records, agents))
-    console.print(f"{len(records)} episode(s) in {time.monotonic() - started:.1f}s", highlight=False)
-    return 1 if any(r.status != "scored" for r in records) else 0
+    if args.resume:
+        run = bench_path(args.results, args.resume)
+        bench_plan = Plan.load(run)
+    else:
+        scenarios = select(catalog, args.scenarios)
+        bench_plan = Plan(
+            [s.id for s in scenarios], args.seeds, args.agent or ["baseline"], args.transport, args.shard
+        )
+        run = RunDir(args.results, new_run_id())
+        bench_plan.save(run)
+    records = _execute(bench_plan, run, console, args.jobs, catalog)
+    summary = write_reports(run.path, run.run_id, records)
+    for table in summary_tables(summary):
+        console.print(table)
+    console.print(
+        f"{len(records)} episode(s) in {time.monotonic() - started:.1f}s; "
+        f"report: {run.path / 'report.md'}, junit: {run.path / 'junit.xml'}",
+        highlight=False,
+    )
+    status = 1 if any(r.status != "scored" for r in records) else 0
+    if args.compare:
+        try:
+            baseline = json.loads(args.compare.read_text())
+        except (OSError, ValueError) as exc:
+            raise FixOSError(f"--compare {args.compare}: cannot read a summary.json ({exc})") from None
+        problems = compare(summary, baseline, args.tolerance)
+        for problem in problems:
+            console.print(f"[red]regression[/]: {escape(problem)}", highlight=False)
+        if problems:
+            return 2
+        console.print(f"no regression against {args.compare} (tolerance {args.tolerance:g})", highlight=False)
+    return status
 
 
 def validation_table(rows: Sequence[Validation]) -> Table:
@@ -348,6 +375,18 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--scenarios", nargs="*", help="ids or difficulties (default: all)")
     bench.add_argument("--seeds", type=parse_seeds, default=[1], help="e.g. 1-3 (default: 1)")
     bench.add_argument("--agent", action="append", help="repeatable (default: baseline)")
+    bench.add_argument(
+        "-j",
+        "--jobs",
+        type=_positive,
+        default=default_parallelism(),
+        help=f"episodes at a time (default here: {default_parallelism()}, from cores and free memory)",
+    )
+    bench.add_argument("--transport", choices=["exec", "ssh"], default="exec", help="the agents' shell")
+    bench.add_argument("--resume", metavar="RUN_ID", help="finish an interrupted run; its plan is kept")
+    bench.add_argument("--shard", type=_shard, help="i/n: only this deterministic share of the jobs")
+    bench.add_argument("--compare", type=Path, metavar="SUMMARY", help="exit 2 on a regression against it")
+    bench.add_argument("--tolerance", type=float, default=0.05, help="allowed drop in mean reward")
     bench.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
 
     validate = sub.add_parser(
@@ -359,6 +398,19 @@ def build_parser() -> argparse.ArgumentParser:
     clean = sub.add_parser("clean", help="remove every container and network FixOS left behind")
     clean.add_argument("--run", help="only this run id")
     return parser
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1 (got {text!r})")
+    return int(text)
+
+
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        return parse_shard(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 COMMANDS = {

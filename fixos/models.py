@@ -153,3 +153,27 @@ def to_json(obj: Any) -> Any:
     if isinstance(obj, list | tuple):
         return [to_json(v) for v in obj]
     return obj
+
+
+def record_from_json(data: dict[str, Any]) -> EpisodeRecord:
+    """An EpisodeRecord back from its episodes.jsonl line."""
+    verdict = data.get("verdict")
+    return EpisodeRecord(
+        run_id=data["run_id"],
+        episode_id=data["episode_id"],
+        scenario=data["scenario"],
+        difficulty=data["difficulty"],
+        seed=data["seed"],
+        agent=data["agent"],
+        status=data["status"],
+        reward=data["reward"],
+        solved=data["solved"],
+        steps=data["steps"],
+        timings=Timings(**data["timings"]),
+        faults=[InjectedFault(**f) for f in data.get("faults", [])],
+        verdict=None
+        if verdict is None
+        else Verdict(reward=verdict["reward"], checks=[CheckResult(**c) for c in verdict["checks"]]),
+        error=data.get("error"),
+        images=data.get("images", {}),
+    )

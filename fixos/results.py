@@ -46,6 +46,3 @@ class RunDir:
         if not self.episodes.exists():
             return []
         return [json.loads(line) for line in self.episodes.read_text().splitlines() if line.strip()]
-
-    def write_summary(self, summary: dict[str, Any]) -> None:
-        _write_json(self.path / "summary.json", summary)

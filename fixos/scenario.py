@@ -7,7 +7,7 @@ entry names, so a misspelt param fails at load time, with its path.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
@@ -34,25 +34,11 @@ class HostSpec(_Strict):
     log_disk_inodes: int = Field(default=4096, ge=256, le=1_000_000)
 
 
-def _typed_params(kind: str, value: Any, info: ValidationInfo) -> Any:
-    """Validate ``params`` with the params model of the entry's ``type``."""
-    registry = (info.context or {}).get(kind)
-    type_name = info.data.get("type")
-    if registry is None or type_name is None:
-        return value
-    if type_name not in registry:
-        return value  # the type validator reports it
-    return registry.get(type_name).Params.model_validate(value or {})
+class _TypedEntry(_Strict):
+    """An entry whose ``params`` are validated by the model of the class its ``type`` names,
+    looked up in the registry passed as validation context under ``_registry``."""
 
-
-def _known_type(kind: str, value: str, info: ValidationInfo) -> str:
-    registry = (info.context or {}).get(kind)
-    if registry is not None and value not in registry:
-        raise ValueError(str(UnknownTypeError(registry.kind, value, registry.names())))
-    return value
-
-
-class FaultSpec(_Strict):
+    _registry: ClassVar[str]
     type: str
     host: str | None = None
     """which host; the scenario's first host when left out."""
@@ -61,32 +47,31 @@ class FaultSpec(_Strict):
     @field_validator("type")
     @classmethod
     def _type_known(cls, v: str, info: ValidationInfo) -> str:
-        return _known_type("faults", v, info)
+        registry = (info.context or {}).get(cls._registry)
+        if registry is not None and v not in registry:
+            raise ValueError(str(UnknownTypeError(registry.kind, v, registry.names())))
+        return v
 
     @field_validator("params")
     @classmethod
     def _params_typed(cls, v: Any, info: ValidationInfo) -> Any:
-        return _typed_params("faults", v, info)
+        registry = (info.context or {}).get(cls._registry)
+        type_name = info.data.get("type")
+        if registry is None or type_name is None or type_name not in registry:
+            return v  # no registry given, or the type validator already reported it
+        return registry.get(type_name).Params.model_validate(v or {})
 
 
-class CheckSpec(_Strict):
+class FaultSpec(_TypedEntry):
+    _registry = "faults"
+
+
+class CheckSpec(_TypedEntry):
+    _registry = "checks"
     name: str
-    type: str
-    host: str | None = None
     scored: bool = True
     """scored checks give partial credit; an unscored one is a gate that zeroes the reward."""
     weight: float = Field(default=1.0, gt=0)
-    params: Any = Field(default=None, validate_default=True)
-
-    @field_validator("type")
-    @classmethod
-    def _type_known(cls, v: str, info: ValidationInfo) -> str:
-        return _known_type("checks", v, info)
-
-    @field_validator("params")
-    @classmethod
-    def _params_typed(cls, v: Any, info: ValidationInfo) -> Any:
-        return _typed_params("checks", v, info)
 
 
 class Limits(_Strict):

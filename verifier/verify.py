@@ -6,7 +6,7 @@ of scored checks that pass. Every check runs, so the evidence is complete.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,22 +36,29 @@ def _build(entries: Sequence[CheckEntry], registry: Registry[Check]) -> list[tup
     return [(e, registry.get(e.type)(e.params)) for e in entries]
 
 
-def snapshot(
+def _gather(
     entries: Sequence[CheckEntry],
     probes: Mapping[str, Probe],
-    *,
-    registry: Registry[Check] = CHECKS,
+    registry: Registry[Check],
+    look: Callable[[Check, Probe, str], Any],
+    moment: str,
 ) -> Baseline:
-    """What each check records of the healthy host; InvalidEpisode if one cannot."""
-    baseline = {}
+    gathered = {}
     for entry, check in _build(entries, registry):
         try:
-            baseline[entry.name] = check.snapshot(probes[entry.host])
+            gathered[entry.name] = look(check, probes[entry.host], entry.name)
         except Exception as exc:
             raise InvalidEpisode(
-                f"check {entry.name!r} could not record the healthy host: {type(exc).__name__}: {exc}"
+                f"check {entry.name!r} could not look at the {moment} host: {type(exc).__name__}: {exc}"
             ) from exc
-    return baseline
+    return gathered
+
+
+def snapshot(
+    entries: Sequence[CheckEntry], probes: Mapping[str, Probe], *, registry: Registry[Check] = CHECKS
+) -> Baseline:
+    """What each check records of the healthy host; InvalidEpisode if one cannot."""
+    return _gather(entries, probes, registry, lambda check, probe, _: check.snapshot(probe), "healthy")
 
 
 def refine(
@@ -62,15 +69,13 @@ def refine(
     registry: Registry[Check] = CHECKS,
 ) -> Baseline:
     """Let checks narrow their evidence now that the faults are in."""
-    refined = dict(baseline)
-    for entry, check in _build(entries, registry):
-        try:
-            refined[entry.name] = check.refine(probes[entry.host], baseline.get(entry.name))
-        except Exception as exc:
-            raise InvalidEpisode(
-                f"check {entry.name!r} could not look at the broken host: {type(exc).__name__}: {exc}"
-            ) from exc
-    return refined
+    return _gather(
+        entries,
+        probes,
+        registry,
+        lambda check, probe, name: check.refine(probe, baseline.get(name)),
+        "broken",
+    )
 
 
 def _evaluate(check: Check, probe: Probe, baseline: Any) -> Outcome:

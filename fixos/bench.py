@@ -1,0 +1,179 @@
+"""Many episodes: a plan of scenario x seed x agent jobs, run in parallel, each
+result made durable as it ends, so an interrupted run resumes where it stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import docker
+
+from fixos.episodes import episode_id_for, run_episode
+from fixos.errors import FixOSError
+from fixos.models import EpisodeRecord, Step, record_from_json
+from fixos.results import RunDir
+from fixos.scenario import Scenario
+from fixos.stack import remove_labelled
+
+MEMORY_PER_EPISODE = 640 * 1024 * 1024
+"""what one live host may use (its cap), for sizing -j to the machine."""
+
+
+def default_parallelism() -> int:
+    """As many episodes as both the cores and the free memory can hold."""
+    cores = os.cpu_count() or 1
+    try:
+        with open("/proc/meminfo") as f:
+            info = dict(line.split(":", 1) for line in f)
+        available = int(info["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return max(1, cores)
+    return max(1, min(cores, available // MEMORY_PER_EPISODE))
+
+
+@dataclass(frozen=True)
+class Job:
+    scenario: str
+    seed: int
+    agent: str
+
+    @property
+    def episode_id(self) -> str:
+        return episode_id_for(self.scenario, self.seed, self.agent)
+
+
+@dataclass(frozen=True)
+class Plan:
+    scenarios: list[str]
+    seeds: list[int]
+    agents: list[str]
+    transport: str = "exec"
+    shard: tuple[int, int] | None = None
+    """(i, n): only every n-th job, starting at the i-th (1-based)."""
+
+    def jobs(self) -> list[Job]:
+        every = [Job(s, seed, a) for s in self.scenarios for seed in self.seeds for a in self.agents]
+        if self.shard is None:
+            return every
+        i, n = self.shard
+        return [job for k, job in enumerate(every) if k % n == i - 1]
+
+    def save(self, run: RunDir) -> None:
+        (run.path / "plan.json").write_text(json.dumps(asdict(self), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, run: RunDir) -> Plan:
+        path = run.path / "plan.json"
+        if not path.exists():
+            raise FixOSError(f"{path} is missing: cannot resume run {run.run_id}")
+        data = json.loads(path.read_text())
+        shard = tuple(data["shard"]) if data.get("shard") else None
+        return cls(data["scenarios"], data["seeds"], data["agents"], data.get("transport", "exec"), shard)
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    i, _, n = text.partition("/")
+    if not (i.isdigit() and n.isdigit()) or not 1 <= int(i) <= int(n):
+        raise ValueError(f"--shard must look like 1/4 (got {text!r})")
+    return int(i), int(n)
+
+
+class Events:
+    """What the live view hears; every method may be called from worker threads."""
+
+    def started(self, job: Job) -> None: ...
+
+    def step(self, job: Job, step: Step) -> None: ...
+
+    def finished(self, record: EpisodeRecord, retried: bool) -> None: ...
+
+
+class Bench:
+    def __init__(
+        self,
+        plan: Plan,
+        run: RunDir,
+        catalog: dict[str, Scenario],
+        *,
+        client: docker.DockerClient,
+        images: dict[str, str],
+        parallel: int,
+        events: Events | None = None,
+    ) -> None:
+        self.plan, self.run, self.catalog = plan, run, catalog
+        self.client, self.images = client, images
+        self.parallel = parallel
+        self.events = events or Events()
+        self._write = threading.Lock()
+        self._stop = threading.Event()
+
+    def pending(self) -> list[Job]:
+        done = {r["episode_id"] for r in self.run.records()}
+        return [job for job in self.plan.jobs() if job.episode_id not in done]
+
+    def records(self) -> list[EpisodeRecord]:
+        return [record_from_json(r) for r in self.run.records()]
+
+    def _episode(self, job: Job) -> None:
+        retried = False
+        while True:
+            if self._stop.is_set():
+                return
+            self.events.started(job)
+            record, steps = run_episode(
+                self.catalog[job.scenario],
+                job.seed,
+                job.agent,
+                client=self.client,
+                images=self.images,
+                run_id=self.run.run_id,
+                transport=self.plan.transport,
+                workdir=self.run.episode_dir(job.episode_id),
+                on_step=lambda step, job=job: self.events.step(job, step),
+            )
+            # A harness failure is the harness's, not the agent's: try it once more.
+            if record.status != "scored" and not retried and not self._stop.is_set():
+                retried = True
+                continue
+            break
+        if self._stop.is_set():
+            return  # torn down under it: not a result
+        with self._write:
+            self.run.write_episode(record, steps)
+        self.events.finished(record, retried)
+
+    def execute(self, jobs: Sequence[Job] | None = None) -> None:
+        """Run the pending jobs; on Ctrl-C stop starting new ones and remove every container."""
+        todo = list(self.pending() if jobs is None else jobs)
+        pool = ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix="episode")
+        futures: set[Future] = set()
+        try:
+            queue = iter(todo)
+            for job in queue:
+                futures.add(pool.submit(self._episode, job))
+                if len(futures) >= self.parallel:
+                    finished, futures = wait(futures, return_when=FIRST_COMPLETED)
+                    for f in finished:
+                        f.result()
+            for f in futures:
+                f.result()
+        except BaseException:
+            self._stop.set()
+            for f in futures:
+                f.cancel()
+            remove_labelled(self.client, run_id=self.run.run_id)
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            remove_labelled(self.client, run_id=self.run.run_id)
+
+
+def bench_path(results: Path, run_id: str) -> RunDir:
+    if not (results / run_id).is_dir():
+        raise FixOSError(f"no run {run_id!r} under {results}/")
+    return RunDir(results, run_id)

@@ -1,0 +1,122 @@
+"""FixOS performance benchmark (a script, not a test): prints a table and writes
+results/perf.json. Machines are noisy: read medians and ratios, not single runs.
+
+    make perf            # or: .venv/bin/python scripts/perf.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from fixos.bench import Bench, Plan  # noqa: E402
+from fixos.catalog import load_catalog  # noqa: E402
+from fixos.engine import connect  # noqa: E402
+from fixos.episodes import Episode, new_run_id  # noqa: E402
+from fixos.images import ensure_image  # noqa: E402
+from fixos.results import RunDir  # noqa: E402
+from fixos.stack import remove_labelled  # noqa: E402
+
+TARGETS = {
+    "reset_median_s": 0.5,
+    "step_median_ms": 2.0,
+    "verify_median_s": 0.15,
+    "oracle_episodes_per_min": 150,
+    "memory_per_episode_mb": 150,
+}
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, round(q * (len(values) - 1)))]
+
+
+def measure_resets(client, images, scenario, n: int) -> tuple[list[float], list[float], list[float]]:
+    resets, verifies, memory = [], [], []
+    for seed in range(1, n + 1):
+        with Episode(scenario, seed, client=client, images=images) as ep:
+            resets.append(ep.timings.reset)
+            container = client.containers.get(ep.host.handle.container_id)
+            stats = container.stats(stream=False)["memory_stats"]
+            cache = stats.get("stats", {}).get("cache", 0) or stats.get("stats", {}).get("inactive_file", 0)
+            memory.append((stats.get("usage", 0) - cache) / 2**20)
+            ep.verify()
+            verifies.append(ep.timings.verify)
+    return resets, verifies, memory
+
+
+def measure_steps(client, images, scenario, n: int) -> dict[str, list[float]]:
+    out = {}
+    with Episode(scenario, 1, client=client, images=images) as ep:
+        for transport in ("exec", "ssh"):
+            shell = ep.host.shell() if transport == "exec" else ep.host.ssh_shell()
+            with shell:
+                shell.run("true")
+                out[transport] = [shell.run("echo ok").duration * 1000 for _ in range(n)]
+    return out
+
+
+def measure_throughput(client, images, catalog, parallel: int, seeds: int) -> float:
+    easy = [s.id for s in catalog.values() if s.difficulty == "easy"]
+    run = RunDir(ROOT / "results" / "perf-runs", new_run_id())
+    plan = Plan(easy, list(range(1, seeds + 1)), ["oracle"])
+    started = time.monotonic()
+    Bench(plan, run, catalog, client=client, images=images, parallel=parallel).execute()
+    return len(plan.jobs()) / ((time.monotonic() - started) / 60)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="fewer samples")
+    args = parser.parse_args()
+    n = 3 if args.quick else 8
+    console = Console()
+    client = connect()
+    catalog = load_catalog()
+    images = {"server": ensure_image(client, "server", lambda line: console.print(line))}
+    figures: dict[str, float] = {}
+    try:
+        for label, sid in (("nginx only (easy_1)", "easy_1"), ("nginx+mariadb (easy_2)", "easy_2")):
+            resets, verifies, memory = measure_resets(client, images, catalog[sid], n)
+            figures[f"reset {label} median s"] = statistics.median(resets)
+            figures[f"reset {label} p95 s"] = pct(resets, 0.95)
+            figures[f"verify {label} median s"] = statistics.median(verifies)
+            figures[f"memory per live episode {label} MB"] = max(memory)
+        steps = measure_steps(client, images, catalog["easy_1"], 200)
+        for transport, values in steps.items():
+            figures[f"step latency {transport} median ms"] = statistics.median(values)
+            figures[f"step latency {transport} p95 ms"] = pct(values, 0.95)
+        for parallel in (1, 2, 4, 8):
+            figures[f"oracle episodes/min easy -j {parallel}"] = measure_throughput(
+                client, images, catalog, parallel, 1 if args.quick else 2
+            )
+    finally:
+        remove_labelled(client)
+    table = Table(
+        title="FixOS perf (targets on a 2-core machine in the issue: reset <= 0.5 s, "
+        "step <= 2 ms, verify <= 0.15 s, >= 150 episodes/min, <= 150 MB)"
+    )
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for name, value in figures.items():
+        table.add_row(name, f"{value:.3f}")
+    console.print(table)
+    out = ROOT / "results" / "perf.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({"figures": figures, "targets": TARGETS, "when": time.time()}, indent=2) + "\n")
+    console.print(f"written {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
