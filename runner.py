@@ -9,13 +9,10 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import docker
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
 from agents import agent_class
 from agents.external import VERIFY_REQUEST
@@ -26,12 +23,21 @@ from fixos.episodes import new_run_id
 from fixos.errors import FixOSError
 from fixos.images import ensure_image
 from fixos.models import EpisodeRecord
-from fixos.report import compare, dash, write_reports
+from fixos.report import compare, write_reports
 from fixos.results import RunDir
 from fixos.scenario import SCENARIO_DIR, Scenario
 from fixos.stack import remove_labelled, sweep_dead_runs
 from fixos.validate import Validation, meets, validate
-from fixos.view import LiveView, PlainView
+from fixos.view import (
+    LiveView,
+    PlainView,
+    scenarios_table,
+    summary_tables,
+    timings_line,
+    transcript_view,
+    validation_table,
+    verdict_table,
+)
 
 DEFAULT_RESULTS = Path("results")
 
@@ -49,68 +55,6 @@ def parse_seeds(text: str) -> list[int]:
 
 
 # -- formatting (returns renderables; printing happens in the commands) -------
-
-
-def scenarios_table(scenarios: Sequence[Scenario]) -> Table:
-    table = Table(title="FixOS scenarios")
-    for col in ("id", "difficulty", "faults", "title"):
-        table.add_column(col)
-    for s in scenarios:
-        table.add_row(s.id, s.difficulty, ", ".join(s.fault_types), escape(s.title))
-    return table
-
-
-def verdict_table(record: EpisodeRecord) -> Table:
-    table = Table(title=f"{record.episode_id}: reward {record.reward}")
-    for col in ("check", "scored", "passed", "detail"):
-        table.add_column(col)
-    for c in record.verdict.checks if record.verdict else []:
-        mark = "[green]yes[/]" if c.passed else "[red]no[/]"
-        table.add_row(escape(c.name), "yes" if c.scored else "gate", mark, escape(c.detail))
-    return table
-
-
-def timings_line(record: EpisodeRecord) -> str:
-    t = record.timings
-    return (
-        f"reset {t.reset:.2f}s (start -> confirmed broken) · {record.steps} step(s), "
-        f"mean step latency {t.step_mean * 1000:.1f} ms · verify {t.verify:.3f}s"
-    )
-
-
-def _cell(stats: dict[str, Any]) -> str:
-    if stats["mean_reward"] is None:
-        return "[yellow]invalid[/]" if stats["episodes"] else "-"
-    return f"{stats['mean_reward']:.2f} · {stats['solved_pct']:.0f}%"
-
-
-def summary_tables(summary: dict[str, Any]) -> list[Table]:
-    """Per scenario and per difficulty, one column per agent: mean reward · solved %."""
-    agents = summary["agents"]
-    by_scenario = Table(title="FixOS results: mean reward · solved % (steps, wall s, time to repair s)")
-    by_scenario.add_column("scenario")
-    by_scenario.add_column("difficulty")
-    for agent in agents:
-        by_scenario.add_column(agent, justify="right")
-    for sid, row in summary["scenarios"].items():
-        cells = []
-        for agent in agents:
-            st = row["agents"][agent]
-            extra = (
-                ""
-                if st["mean_steps"] is None
-                else (f" ({st['mean_steps']:g}, {st['mean_wall_s']:g}, {dash(st['mean_time_to_repair_s'])})")
-            )
-            cells.append(_cell(st) + extra)
-        by_scenario.add_row(sid, row["difficulty"], *cells)
-    by_difficulty = Table(title="by difficulty")
-    by_difficulty.add_column("difficulty")
-    for agent in agents:
-        by_difficulty.add_column(agent, justify="right")
-    for difficulty, per_agent in summary["difficulties"].items():
-        by_difficulty.add_row(difficulty, *(_cell(per_agent[a]) for a in agents))
-    by_difficulty.add_row("all", *(_cell(summary["overall"][a]) for a in agents))
-    return [by_scenario, by_difficulty]
 
 
 # -- commands ----------------------------------------------------------------
@@ -230,25 +174,6 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     return status
 
 
-def validation_table(rows: Sequence[Validation]) -> Table:
-    table = Table(title="fixos validate: oracle = 1.0, nop = 0.0, partial strictly between")
-    for col in ("scenario", "seed", "oracle", "nop", "partial", "ok"):
-        table.add_column(col)
-    for row in rows:
-        cells = []
-        for agent in ("oracle", "nop", "partial"):
-            record = row.records.get(agent)
-            if record is None:
-                cells.append("-")
-            elif record.status != "scored":
-                cells.append("[yellow]invalid[/]")
-            else:
-                color = "green" if meets(agent, record) else "red"
-                cells.append(f"[{color}]{record.reward:.2f}[/]")
-        table.add_row(row.scenario, str(row.seed), *cells, "[green]yes[/]" if row.ok else "[red]NO[/]")
-    return table
-
-
 def cmd_validate(args: argparse.Namespace, console: Console) -> int:
     scenarios = select(load_catalog(args.scenario_dir), args.scenarios)
     client = _engine(console)
@@ -286,37 +211,6 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
     (run_dir / VERIFY_REQUEST).touch()
     console.print(f"asked run {args.run} to verify; its terminal shows the verdict", highlight=False)
     return 0
-
-
-def transcript_view(directory: Path) -> list[Any]:
-    """The episode's steps and verdict, as rich renderables."""
-    parts: list[Any] = []
-    transcript = directory / "transcript.jsonl"
-    steps = [json.loads(x) for x in transcript.read_text().splitlines()] if transcript.exists() else []
-    for step in steps:
-        head = Text(f"[{step['index']}] $ ", style="bold")
-        head.append(step["command"], style="bold cyan")
-        head.append(f"   exit {step['exit_code']} · {step['duration'] * 1000:.0f} ms", style="dim")
-        parts.append(head)
-        if step["output"]:
-            parts.append(Text(step["output"].rstrip("\n")))
-    if not steps:
-        parts.append(Text("(no commands recorded)", style="dim"))
-    reward = directory / "reward.json"
-    if reward.exists():
-        data = json.loads(reward.read_text())
-        table = Table(title=f"reward {data['reward']}")
-        for col in ("check", "scored", "passed", "detail"):
-            table.add_column(col)
-        for c in data["checks"]:
-            table.add_row(
-                escape(c["name"]),
-                "yes" if c["scored"] else "gate",
-                "yes" if c["passed"] else "no",
-                escape(c["detail"]),
-            )
-        parts.append(table)
-    return parts
 
 
 def cmd_show(args: argparse.Namespace, console: Console) -> int:

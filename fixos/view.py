@@ -1,10 +1,15 @@
-"""What a person watching a bench sees: a live board on a terminal, one line per
-episode elsewhere (CI logs)."""
+"""What a person sees: tables of scenarios, verdicts and results, transcripts, and
+while a bench runs a live board on a terminal or one line per episode elsewhere
+(CI logs). Functions here return renderables; the CLI prints them."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -18,9 +23,13 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from fixos.bench import Events, Job
 from fixos.models import EpisodeRecord, Step
+from fixos.report import dash
+from fixos.scenario import Scenario
+from fixos.validate import Validation, meets
 
 
 def outcome_line(record: EpisodeRecord, retried: bool = False) -> str:
@@ -104,3 +113,115 @@ class LiveView(Events):
 
     def __exit__(self, *exc: object) -> None:
         self.live.__exit__(*exc)
+
+
+def scenarios_table(scenarios: Sequence[Scenario]) -> Table:
+    table = Table(title="FixOS scenarios")
+    for col in ("id", "difficulty", "faults", "title"):
+        table.add_column(col)
+    for s in scenarios:
+        table.add_row(s.id, s.difficulty, ", ".join(s.fault_types), escape(s.title))
+    return table
+
+
+def verdict_table(record: EpisodeRecord) -> Table:
+    table = Table(title=f"{record.episode_id}: reward {record.reward}")
+    for col in ("check", "scored", "passed", "detail"):
+        table.add_column(col)
+    for c in record.verdict.checks if record.verdict else []:
+        mark = "[green]yes[/]" if c.passed else "[red]no[/]"
+        table.add_row(escape(c.name), "yes" if c.scored else "gate", mark, escape(c.detail))
+    return table
+
+
+def timings_line(record: EpisodeRecord) -> str:
+    t = record.timings
+    return (
+        f"reset {t.reset:.2f}s (start -> confirmed broken) · {record.steps} step(s), "
+        f"mean step latency {t.step_mean * 1000:.1f} ms · verify {t.verify:.3f}s"
+    )
+
+
+def _cell(stats: dict[str, Any]) -> str:
+    if stats["mean_reward"] is None:
+        return "[yellow]invalid[/]" if stats["episodes"] else "-"
+    return f"{stats['mean_reward']:.2f} · {stats['solved_pct']:.0f}%"
+
+
+def summary_tables(summary: dict[str, Any]) -> list[Table]:
+    """Per scenario and per difficulty, one column per agent: mean reward · solved %."""
+    agents = summary["agents"]
+    by_scenario = Table(title="FixOS results: mean reward · solved % (steps, wall s, time to repair s)")
+    by_scenario.add_column("scenario")
+    by_scenario.add_column("difficulty")
+    for agent in agents:
+        by_scenario.add_column(agent, justify="right")
+    for sid, row in summary["scenarios"].items():
+        cells = []
+        for agent in agents:
+            st = row["agents"][agent]
+            extra = (
+                ""
+                if st["mean_steps"] is None
+                else (f" ({st['mean_steps']:g}, {st['mean_wall_s']:g}, {dash(st['mean_time_to_repair_s'])})")
+            )
+            cells.append(_cell(st) + extra)
+        by_scenario.add_row(sid, row["difficulty"], *cells)
+    by_difficulty = Table(title="by difficulty")
+    by_difficulty.add_column("difficulty")
+    for agent in agents:
+        by_difficulty.add_column(agent, justify="right")
+    for difficulty, per_agent in summary["difficulties"].items():
+        by_difficulty.add_row(difficulty, *(_cell(per_agent[a]) for a in agents))
+    by_difficulty.add_row("all", *(_cell(summary["overall"][a]) for a in agents))
+    return [by_scenario, by_difficulty]
+
+
+def validation_table(rows: Sequence[Validation]) -> Table:
+    table = Table(title="fixos validate: oracle = 1.0, nop = 0.0, partial strictly between")
+    for col in ("scenario", "seed", "oracle", "nop", "partial", "ok"):
+        table.add_column(col)
+    for row in rows:
+        cells = []
+        for agent in ("oracle", "nop", "partial"):
+            record = row.records.get(agent)
+            if record is None:
+                cells.append("-")
+            elif record.status != "scored":
+                cells.append("[yellow]invalid[/]")
+            else:
+                color = "green" if meets(agent, record) else "red"
+                cells.append(f"[{color}]{record.reward:.2f}[/]")
+        table.add_row(row.scenario, str(row.seed), *cells, "[green]yes[/]" if row.ok else "[red]NO[/]")
+    return table
+
+
+def transcript_view(directory: Path) -> list[Any]:
+    """The episode's steps and verdict, as rich renderables."""
+    parts: list[Any] = []
+    transcript = directory / "transcript.jsonl"
+    steps = [json.loads(x) for x in transcript.read_text().splitlines()] if transcript.exists() else []
+    for step in steps:
+        head = Text(f"[{step['index']}] $ ", style="bold")
+        head.append(step["command"], style="bold cyan")
+        head.append(f"   exit {step['exit_code']} · {step['duration'] * 1000:.0f} ms", style="dim")
+        parts.append(head)
+        if step["output"]:
+            parts.append(Text(step["output"].rstrip("\n")))
+    if not steps:
+        parts.append(Text("(no commands recorded)", style="dim"))
+    reward = directory / "reward.json"
+    if reward.exists():
+        data = json.loads(reward.read_text())
+        table = Table(title=f"reward {data['reward']}")
+        for col in ("check", "scored", "passed", "detail"):
+            table.add_column(col)
+        for c in data["checks"]:
+            table.add_row(
+                escape(c["name"]),
+                "yes" if c["scored"] else "gate",
+                "yes" if c["passed"] else "no",
+                escape(c["detail"]),
+            )
+        parts.append(table)
+    return parts

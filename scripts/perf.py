@@ -41,15 +41,22 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, round(q * (len(values) - 1)))]
 
 
+def resident_mb(client, container_id: str) -> float:
+    stats = client.containers.get(container_id).stats(stream=False)["memory_stats"]
+    detail = stats.get("stats", {})
+    cache = detail.get("cache", 0) or detail.get("inactive_file", 0)
+    return (stats.get("usage", 0) - cache) / 2**20
+
+
 def measure_resets(client, images, scenario, n: int) -> tuple[list[float], list[float], list[float]]:
+    """Reset and verify times, and memory of the host once repaired (all services up)."""
     resets, verifies, memory = [], [], []
     for seed in range(1, n + 1):
         with Episode(scenario, seed, client=client, images=images) as ep:
             resets.append(ep.timings.reset)
-            container = client.containers.get(ep.host.handle.container_id)
-            stats = container.stats(stream=False)["memory_stats"]
-            cache = stats.get("stats", {}).get("cache", 0) or stats.get("stats", {}).get("inactive_file", 0)
-            memory.append((stats.get("usage", 0) - cache) / 2**20)
+            ep.shell.run(scenario.solution, timeout=120)
+            ep.shell.run("curl -s -o /dev/null http://127.0.0.1/status")
+            memory.append(resident_mb(client, ep.host.handle.container_id))
             ep.verify()
             verifies.append(ep.timings.verify)
     return resets, verifies, memory
