@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import docker
 
-from fixos.stack import LABEL_RUN
+from fixos.stack import LABEL_OWNER, LABEL_RUN
 
 
 def wait_for(condition: Callable[[], bool], *, timeout: float = 30.0, delay: float = 0.1) -> None:
@@ -25,3 +28,29 @@ def labelled(client: docker.DockerClient, run_id: str) -> list[str]:
     found += [n.name for n in client.networks.list(filters=label)]
     found += [v.name for v in client.volumes.list(filters=label)]
     return found
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def start_fixos(*args: str, quiet: bool = False) -> subprocess.Popen:
+    """`fixos ARGS` as a child process (its output piped as text unless ``quiet``)."""
+    out = subprocess.DEVNULL if quiet else subprocess.PIPE
+    return subprocess.Popen(
+        [sys.executable, "-m", "runner", *args],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=subprocess.STDOUT if not quiet else subprocess.DEVNULL,
+        text=True,
+    )
+
+
+def containers_owned_by(client: docker.DockerClient, pid: int, run_id: str | None = None) -> list:
+    """Containers whose owner label names this process."""
+    label = f"{LABEL_RUN}={run_id}" if run_id else LABEL_OWNER
+    return [
+        c
+        for c in client.containers.list(all=True, filters={"label": label})
+        if c.labels.get(LABEL_OWNER, "").split(":")[1:2] == [str(pid)]
+    ]

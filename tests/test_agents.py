@@ -10,9 +10,9 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
+from helpers import ROOT, start_fixos
 from rich.console import Console
 
 import fixos
@@ -22,7 +22,6 @@ from fixos.episodes import run_episode
 from runner import main
 
 pytestmark = pytest.mark.live
-ROOT = Path(__file__).resolve().parent.parent
 CATALOG = load_catalog()
 
 
@@ -131,14 +130,7 @@ def test_command_of_reads_blocks_and_done():
 
 
 def test_external_agent_over_a_real_ssh_client(images, tmp_path):
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "runner", "run", "easy_1", "--agent", "external", "--results", str(tmp_path)],
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = start_fixos("run", "easy_1", "--agent", "external", "--results", str(tmp_path))
     try:
         ssh_line = run_id = None
         deadline = time.monotonic() + 120

@@ -6,15 +6,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from helpers import labelled, wait_for
+from helpers import containers_owned_by, labelled, start_fixos, wait_for
 from rich.console import Console
 
 from fixos.bench import Bench, Events, Plan, parse_shard
@@ -22,10 +20,7 @@ from fixos.catalog import load_catalog
 from fixos.models import CheckResult, EpisodeRecord, Timings, Verdict
 from fixos.report import compare, junit_xml, summarize, write_reports
 from fixos.results import RunDir
-from fixos.stack import LABEL_OWNER, LABEL_RUN
 from runner import main
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def record(
@@ -137,40 +132,14 @@ def test_parallelism_is_honoured_exactly(client, images, tmp_path):
 
 @pytest.mark.live
 def test_sigkill_then_sweep_then_resume(client, images, tmp_path):
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "runner",
-            "bench",
-            "--scenarios",
-            "easy_1",
-            "easy_3",
-            "--seeds",
-            "1-3",
-            "--agent",
-            "nop",
-            "-j",
-            "2",
-            "--results",
-            str(tmp_path),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    args = ["--scenarios", "easy_1", "easy_3", "--seeds", "1-3", "--agent", "nop", "-j", "2"]
+    proc = start_fixos("bench", *args, "--results", str(tmp_path), quiet=True)
     (run_dir,) = _wait_for_run_dir(tmp_path)
     run_id = run_dir.name
     journal = run_dir / "episodes.jsonl"
     try:
         wait_for(lambda: journal.exists() and len(journal.read_text().splitlines()) >= 1, timeout=120)
-        wait_for(
-            lambda: any(
-                c.labels.get(LABEL_OWNER, "").split(":")[1:2] == [str(proc.pid)]
-                for c in client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"})
-            ),
-            timeout=60,
-        )
+        wait_for(lambda: bool(containers_owned_by(client, proc.pid, run_id)), timeout=60)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:

@@ -5,13 +5,10 @@ from __future__ import annotations
 import json
 import signal
 import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
-from helpers import labelled, wait_for
+from helpers import containers_owned_by, labelled, start_fixos, wait_for
 from rich.console import Console
 
 from fixos.catalog import load_catalog
@@ -21,7 +18,6 @@ from fixos.stack import LABEL_OWNER, LABEL_RUN, owner_label, sweep_dead_runs
 from runner import main
 
 pytestmark = pytest.mark.live
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -93,34 +89,12 @@ def test_an_exception_mid_episode_leaves_nothing(client, images, test_run_id, ea
 
 
 def test_sigint_to_bench_leaves_nothing(client, images, tmp_path):
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "runner",
-            "bench",
-            "--scenarios",
-            "easy_1",
-            "--seeds",
-            "1-5",
-            "--agent",
-            "nop",
-            "--results",
-            str(tmp_path),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    proc = start_fixos(
+        "bench", "--scenarios", "easy_1", "--seeds", "1-5", "--agent", "nop", "--results", str(tmp_path)
     )
-    mine = {"label": LABEL_OWNER}
 
     def owned() -> list:
-        return [
-            c
-            for c in client.containers.list(all=True, filters=mine)
-            if c.labels[LABEL_OWNER].split(":")[1] == str(proc.pid)
-        ]
+        return containers_owned_by(client, proc.pid)
 
     try:
         wait_for(lambda: bool(owned()), timeout=60)
