@@ -18,16 +18,17 @@ from agents import agent_class
 from agents.external import VERIFY_REQUEST
 from fixos.bench import Bench, Plan, bench_path, default_parallelism, parse_shard
 from fixos.catalog import load_catalog, select
-from fixos.engine import connect
+from fixos.engine import Engine, connect
 from fixos.episodes import new_run_id
 from fixos.errors import FixOSError
-from fixos.images import ensure_image
+from fixos.images import ensure_image, replicate
 from fixos.models import EpisodeRecord
+from fixos.pool import HostPool
 from fixos.report import compare, write_reports
 from fixos.results import RunDir
 from fixos.scenario import SCENARIO_DIR, Scenario
 from fixos.stack import remove_labelled, sweep_dead_runs
-from fixos.validate import Validation, meets, validate
+from fixos.validate import Validation, agents_for, meets, validate
 from fixos.view import (
     LiveView,
     PlainView,
@@ -60,29 +61,46 @@ def parse_seeds(text: str) -> list[int]:
 # -- commands ----------------------------------------------------------------
 
 
-def _engine(console: Console) -> docker.DockerClient:
-    client = connect()
+def _engine(console: Console, url: str | None = None) -> docker.DockerClient:
+    client = connect(url)
     swept = sweep_dead_runs(client)
     if swept:
         console.print(f"removed leftovers of dead run(s): {', '.join(swept)}")
     return client
 
 
+def _engines(urls: Sequence[str] | None, scenarios: Sequence[Scenario], console: Console) -> list[Engine]:
+    """Every engine asked for (the local one by default), each with the images present on it:
+    built on the first, copied to the others."""
+    engines: list[Engine] = []
+    for url in urls or [None]:
+        client = _engine(console, url)
+        if not engines:
+            images = _images(client, scenarios, console)
+        else:
+            first = engines[0]
+            images = {
+                name: replicate(first.client, client, tag, lambda line: _say(console, line), url or "")
+                for name, tag in first.images.items()
+            }
+        engines.append(Engine(url or "local", client, images))
+    return engines
+
+
+def _say(console: Console, line: str) -> None:
+    console.print(escape(f"[setup] {line.splitlines()[0][:100]}"), highlight=False, soft_wrap=True)
+
+
 def _images(client: docker.DockerClient, scenarios: Sequence[Scenario], console: Console) -> dict[str, str]:
     names = sorted({h.image for s in scenarios for h in s.hosts})
-
-    def say(line: str) -> None:
-        console.print(escape(f"[setup] {line.splitlines()[0][:100]}"), highlight=False, soft_wrap=True)
-
-    return {name: ensure_image(client, name, say) for name in names}
+    return {name: ensure_image(client, name, lambda line: _say(console, line)) for name in names}
 
 
 def cmd_setup(args: argparse.Namespace, console: Console) -> int:
     catalog = load_catalog(args.scenario_dir)
-    client = _engine(console)
-    images = _images(client, list(catalog.values()), console)
-    for name, tag in images.items():
-        console.print(escape(f"[setup] image {name}: {tag} ready"), highlight=False)
+    for engine in _engines(args.docker_host, list(catalog.values()), console):
+        for name, tag in engine.images.items():
+            console.print(escape(f"[setup] {engine.url}: image {name}: {tag} ready"), highlight=False)
     return 0
 
 
@@ -92,19 +110,25 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
 
 
 def _execute(
-    bench_plan: Plan, run: RunDir, console: Console, parallel: int, scenarios: dict[str, Scenario]
+    bench_plan: Plan,
+    run: RunDir,
+    console: Console,
+    parallel: int,
+    scenarios: dict[str, Scenario],
+    docker_hosts: Sequence[str] | None = None,
 ) -> list[EpisodeRecord]:
     """Run a plan's pending jobs with a live view; returns every record of the run."""
     for agent in bench_plan.agents:  # unknown names and missing settings fail before any container
         preflight = getattr(agent_class(agent), "preflight", None)
         if preflight is not None:
             preflight()
-    client = _engine(console)
-    images = _images(client, [scenarios[s] for s in bench_plan.scenarios], console)
-    bench = Bench(bench_plan, run, scenarios, client=client, images=images, parallel=parallel)
+    engines = _engines(docker_hosts, [scenarios[s] for s in bench_plan.scenarios], console)
+    bench = Bench(bench_plan, run, scenarios, engines=engines, parallel=parallel)
     pending = bench.pending()
+    where = f" over {len(engines)} engines" if len(engines) > 1 else ""
     console.print(
-        f"run {run.run_id}: {len(pending)} episode(s) to go, {parallel} at a time; results in {run.path}",
+        f"run {run.run_id}: {len(pending)} episode(s) to go, {parallel} at a time{where}; "
+        f"results in {run.path}",
         highlight=False,
     )
     if console.is_terminal and not any(a in ("external", "human") for a in bench_plan.agents):
@@ -150,7 +174,7 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
         )
         run = RunDir(args.results, new_run_id())
         bench_plan.save(run)
-    records = _execute(bench_plan, run, console, args.jobs, catalog)
+    records = _execute(bench_plan, run, console, args.jobs, catalog, args.docker_host)
     summary = write_reports(run.path, run.run_id, records)
     for table in summary_tables(summary):
         console.print(table)
@@ -181,10 +205,13 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
     run_id = new_run_id()
     started = time.monotonic()
     rows: list[Validation] = []
+    planned = [s.hosts for s in scenarios for _ in args.seeds for _ in agents_for(s)]
+    # One warm spare: the next episode's host boots while this one runs.
+    pool = HostPool(client, images, run_id=run_id, size=1, planned=planned)
     try:
         for scenario in scenarios:
             for seed in args.seeds:
-                row = validate(scenario, seed, client=client, images=images, run_id=run_id)
+                row = validate(scenario, seed, client=client, images=images, run_id=run_id, pool=pool)
                 rows.append(row)
                 failed = [f"{a}: {r.error or r.reward}" for a, r in row.records.items() if not meets(a, r)]
                 console.print(
@@ -193,6 +220,7 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
                     highlight=False,
                 )
     finally:
+        pool.close()
         remove_labelled(client, run_id=run_id)
     console.print(validation_table(rows))
     console.print(f"{len(rows)} scenario x seed validations in {time.monotonic() - started:.1f}s")
@@ -222,10 +250,59 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace, console: Console) -> int:
+    from exporter import export_harbor
+
+    scenarios = select(load_catalog(args.scenario_dir), args.scenarios)
+    client = _engine(console)
+    images = _images(client, scenarios, console)
+    run_id = new_run_id()
+    started = time.monotonic()
+    try:
+        tasks = export_harbor(
+            scenarios,
+            args.seeds,
+            args.out,
+            client=client,
+            images=images,
+            run_id=run_id,
+            say=lambda line: console.print(escape(line), highlight=False),
+        )
+    finally:
+        remove_labelled(client, run_id=run_id)
+    console.print(
+        f"wrote {len(tasks)} {args.format} task(s) under {args.out}/ in {time.monotonic() - started:.1f}s",
+        highlight=False,
+    )
+    return 0
+
+
 def cmd_clean(args: argparse.Namespace, console: Console) -> int:
-    client = connect()
-    removed = remove_labelled(client, run_id=args.run)
+    removed = sum(remove_labelled(connect(url), run_id=args.run) for url in args.docker_host or [None])
     console.print(f"removed {removed} container(s) and their networks", highlight=False)
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace, console: Console) -> int:
+    from server.app import serve  # imported here: OpenEnv is heavy, and only this command needs it
+    from server.environment import ServerContext
+
+    catalog = load_catalog(args.scenario_dir)
+    client = _engine(console)
+    images = _images(client, list(catalog.values()), console)
+    context = ServerContext(client=client, catalog=catalog, images=images, warm=max(0, args.warm))
+    console.print(
+        f"serving FixOS over OpenEnv on http://127.0.0.1:{args.port} (run {context.run_id}, "
+        f"at most {args.max_sessions} sessions, idle ones closed after {args.session_timeout:g}s); "
+        "Ctrl-C stops it and removes every session's containers",
+        highlight=False,
+    )
+    serve(
+        port=args.port,
+        max_sessions=args.max_sessions,
+        session_timeout=args.session_timeout,
+        context=context,
+    )
     return 0
 
 
@@ -241,7 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    sub.add_parser("setup", help="make sure the engine answers and the host images are built")
+    setup = sub.add_parser("setup", help="make sure the engine answers and the host images are built")
+    _docker_host_option(setup)
     sub.add_parser("list", help="list the scenarios")
 
     run = sub.add_parser("run", help="run one episode and show its verdict")
@@ -282,6 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--compare", type=Path, metavar="SUMMARY", help="exit 2 on a regression against it")
     bench.add_argument("--tolerance", type=float, default=0.05, help="allowed drop in mean reward")
     bench.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+    _docker_host_option(bench)
 
     validate = sub.add_parser(
         "validate", help="prove scenarios sound: oracle 1.0, nop 0.0, partial in between"
@@ -289,9 +368,43 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("scenarios", nargs="*", help="ids or difficulties (default: all)")
     validate.add_argument("--seeds", type=parse_seeds, default=[1, 2, 3], help="default: 1-3")
 
+    export = sub.add_parser("export", help="write scenarios x seeds as task directories of another harness")
+    export.add_argument("out", type=Path, help="output directory (one task directory per scenario x seed)")
+    export.add_argument("--format", choices=["harbor"], default="harbor")
+    export.add_argument("--scenarios", nargs="*", help="ids or difficulties (default: all)")
+    export.add_argument("--seeds", type=parse_seeds, default=[1], help="e.g. 1-3 (default: 1)")
+
     clean = sub.add_parser("clean", help="remove every container and network FixOS left behind")
     clean.add_argument("--run", help="only this run id")
+    _docker_host_option(clean)
+
+    serve = sub.add_parser("serve", help="serve the scenarios over OpenEnv (HTTP + WebSocket) on 127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--max-sessions", type=_positive, default=8, help="sessions at a time (default: 8)")
+    serve.add_argument(
+        "--session-timeout",
+        type=float,
+        default=900.0,
+        help="seconds without a request before a session and its containers are removed (default: 900)",
+    )
+    serve.add_argument(
+        "--warm",
+        type=int,
+        default=1,
+        help="booted hosts of each kind kept ready once the first session resets, so a reset does not wait "
+        "for a boot (default: 1; 0 boots one per reset)",
+    )
     return parser
+
+
+def _docker_host_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--docker-host",
+        action="append",
+        metavar="URL",
+        help="a Docker engine (unix://, tcp://, ssh://); repeat to spread over several "
+        "(default: DOCKER_HOST or the local socket)",
+    )
 
 
 def _positive(text: str) -> int:
@@ -316,7 +429,9 @@ COMMANDS = {
     "play": cmd_play,
     "verify": cmd_verify,
     "show": cmd_show,
+    "export": cmd_export,
     "clean": cmd_clean,
+    "serve": cmd_serve,
 }
 
 

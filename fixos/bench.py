@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import threading
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import docker
-
+from fixos.engine import Engine, shares
 from fixos.episodes import episode_id_for, run_episode
 from fixos.errors import FixOSError
 from fixos.models import EpisodeRecord, Step, record_from_json
+from fixos.pool import HostPool
 from fixos.results import RunDir
 from fixos.scenario import Scenario
 from fixos.stack import remove_labelled
@@ -94,23 +95,38 @@ class Events:
 
 
 class Bench:
+    """Runs a plan's jobs over one or more engines, ``parallel`` at a time in all.
+
+    Each engine gets its share of ``parallel`` and a pool of warm hosts of that
+    size, so an episode's reset does not wait for a boot (``warm=False``: every
+    episode boots its own hosts, as `fixos run` on a cold engine would).
+    """
+
     def __init__(
         self,
         plan: Plan,
         run: RunDir,
         catalog: dict[str, Scenario],
         *,
-        client: docker.DockerClient,
-        images: dict[str, str],
+        engines: Sequence[Engine],
         parallel: int,
         events: Events | None = None,
+        warm: bool = True,
     ) -> None:
+        if not engines:
+            raise FixOSError("a bench needs at least one engine")
         self.plan, self.run, self.catalog = plan, run, catalog
-        self.client, self.images = client, images
+        self.engines = list(engines)
         self.parallel = parallel
+        self.warm = warm
         self.events = events or Events()
         self._write = threading.Lock()
         self._stop = threading.Event()
+        self._slots: queue.Queue[int] = queue.Queue()
+        for index, share in enumerate(shares(parallel, len(self.engines))):
+            for _ in range(share):
+                self._slots.put(index)
+        self._pools: list[HostPool | None] = [None] * len(self.engines)
 
     def pending(self) -> list[Job]:
         done = {r["episode_id"] for r in self.run.records()}
@@ -120,6 +136,13 @@ class Bench:
         return [record_from_json(r) for r in self.run.records()]
 
     def _episode(self, job: Job) -> None:
+        slot = self._slots.get()  # an engine with room; there is one per running worker
+        try:
+            self._episode_on(self.engines[slot], self._pools[slot], job)
+        finally:
+            self._slots.put(slot)
+
+    def _episode_on(self, engine: Engine, pool: HostPool | None, job: Job) -> None:
         retried = False
         while True:
             if self._stop.is_set():
@@ -129,13 +152,16 @@ class Bench:
                 self.catalog[job.scenario],
                 job.seed,
                 job.agent,
-                client=self.client,
-                images=self.images,
+                client=engine.client,
+                images=engine.images,
                 run_id=self.run.run_id,
                 transport=self.plan.transport,
                 workdir=self.run.episode_dir(job.episode_id),
                 on_step=lambda step, job=job: self.events.step(job, step),
+                pool=pool,
             )
+            if len(self.engines) > 1:
+                record.engine = engine.url
             # A harness failure is the harness's, not the agent's: try it once more.
             if record.status != "scored" and not retried and not self._stop.is_set():
                 retried = True
@@ -147,15 +173,33 @@ class Bench:
             self.run.write_episode(record, steps)
         self.events.finished(record, retried)
 
+    def _open_pools(self, todo: Sequence[Job]) -> None:
+        if not self.warm or not todo:
+            return
+        planned = [self.catalog[j.scenario].hosts for j in todo]
+        split = shares(self.parallel, len(self.engines))
+        for index, (engine, share) in enumerate(zip(self.engines, split, strict=True)):
+            if share:
+                # each engine's pool plans for the whole run: which jobs it gets is decided as slots free up
+                self._pools[index] = HostPool(
+                    engine.client, engine.images, run_id=self.run.run_id, size=share, planned=planned
+                )
+
+    def _close_pools(self) -> None:
+        for pool in self._pools:
+            if pool is not None:
+                pool.close()
+        self._pools = [None] * len(self.engines)
+
     def execute(self, jobs: Sequence[Job] | None = None) -> None:
         """Run the pending jobs; on Ctrl-C stop starting new ones and remove every container."""
         todo = list(self.pending() if jobs is None else jobs)
-        pool = ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix="episode")
+        workers = ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix="episode")
         futures: set[Future] = set()
         try:
-            queue = iter(todo)
-            for job in queue:
-                futures.add(pool.submit(self._episode, job))
+            self._open_pools(todo)
+            for job in todo:
+                futures.add(workers.submit(self._episode, job))
                 if len(futures) >= self.parallel:
                     finished, futures = wait(futures, return_when=FIRST_COMPLETED)
                     for f in finished:
@@ -166,11 +210,16 @@ class Bench:
             self._stop.set()
             for f in futures:
                 f.cancel()
-            remove_labelled(self.client, run_id=self.run.run_id)
+            self._remove_all()
             raise
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-            remove_labelled(self.client, run_id=self.run.run_id)
+            workers.shutdown(wait=True, cancel_futures=True)
+            self._close_pools()
+            self._remove_all()
+
+    def _remove_all(self) -> None:
+        for engine in self.engines:
+            remove_labelled(engine.client, run_id=self.run.run_id)
 
 
 def bench_path(results: Path, run_id: str) -> RunDir:

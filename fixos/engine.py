@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import docker
 from docker.errors import DockerException
 
@@ -23,3 +25,19 @@ def connect(base_url: str | None = None) -> docker.DockerClient:
             "run `make setup` (installs and starts one when root on Debian) or start Docker"
         ) from None
     return client
+
+
+@dataclass
+class Engine:
+    """One Docker engine a run spreads episodes over, with the image tags present on it."""
+
+    url: str
+    """as given (``unix://…``, ``tcp://…``, ``ssh://…``), or ``local`` for DOCKER_HOST / the socket."""
+    client: docker.DockerClient
+    images: dict[str, str]
+
+
+def shares(total: int, engines: int) -> list[int]:
+    """``total`` episodes at a time split over engines as evenly as it goes (earlier ones get the rest)."""
+    base, rest = divmod(total, engines)
+    return [base + (1 if i < rest else 0) for i in range(engines)]

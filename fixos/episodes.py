@@ -10,6 +10,7 @@ confirm, let the agent work, verify, and always tear down.
 
 from __future__ import annotations
 
+import copy
 import re
 import secrets
 import statistics
@@ -25,6 +26,7 @@ import docker
 from agents import Endpoints, Task, make_agent
 from fixos.errors import BudgetExhausted, FixOSError, InvalidEpisode, ShellError, StackError
 from fixos.models import EpisodeRecord, InjectedFault, Step, Timings, Verdict
+from fixos.pool import HostPool
 from fixos.scenario import Scenario
 from fixos.solution import render
 from fixos.stack import LiveHost, Stack
@@ -51,13 +53,17 @@ class Episode:
         run_id: str | None = None,
         episode_id: str | None = None,
         transport: str = "exec",
+        pool: HostPool | None = None,
     ) -> None:
         if transport not in ("exec", "ssh"):
             raise FixOSError(f"transport must be exec or ssh (got {transport!r})")
+        if pool is not None and run_id not in (None, pool.run_id):
+            raise FixOSError(f"run {run_id!r} cannot take hosts from the pool of run {pool.run_id!r}")
         self.transport = transport
         self.scenario = scenario
         self.seed = seed
-        self.run_id = run_id or new_run_id()
+        self.pool = pool
+        self.run_id = run_id or (pool.run_id if pool else new_run_id())
         self.episode_id = episode_id or f"{scenario.id}-s{seed}"
         self.stack = Stack(
             client,
@@ -78,24 +84,44 @@ class Episode:
     # -- phases -----------------------------------------------------------
 
     def reset(self) -> None:
-        """Boot the hosts, record them healthy, break them, and confirm they are broken."""
+        """Boot hosts (or take warm ones), record them healthy, break them, confirm they are broken."""
         started = time.monotonic()
-        self.stack.up()
-        healthy = self._verify_now(record_baseline=True)
-        if not healthy.solved:
-            failing = [f"{c.name}: {c.detail}" for c in healthy.checks if not c.passed]
-            raise InvalidEpisode(f"checks fail on the healthy host: {'; '.join(failing)}")
+        if self.pool is not None:
+            self.stack = self.pool.take(self.scenario.hosts, self.episode_id)
+        else:
+            self.stack.up()
+        self.timings.boot = time.monotonic() - started
+        # One harness session per host for the whole reset: the agent never sees it.
         shells = {name: host.shell() for name, host in self.stack.hosts.items()}
         try:
+            self._record_healthy(shells)
             faults = [(self.scenario.host_of(f), f.type, f.params) for f in self.scenario.faults]
             self.faults = inject_all(faults, shells, self.seed)
+            broken = self._verify_with(shells, refine_baseline=True)
         finally:
             for shell in shells.values():
                 shell.close()
-        broken = self._verify_now(refine_baseline=True)
         if broken.solved:
             raise InvalidEpisode("the injected faults left every scored check passing")
         self.timings.reset = time.monotonic() - started
+
+    def _record_healthy(self, shells: dict[str, Shell]) -> None:
+        """Snapshot the healthy hosts and prove every check passes on them, once per
+        (scenario, image): warm hosts of one image are identical, so later episodes reuse it."""
+        key = None
+        if self.pool is not None:
+            checks = [(c.name, c.type, c.host, c.params) for c in self._checks]
+            key = self.pool.baseline_key(self.scenario.id, checks, self.stack.image_ids())
+            cached = self.pool.baselines.get(key)
+            if cached is not None:
+                self._baseline = copy.deepcopy(cached)
+                return
+        healthy = self._verify_with(shells, record_baseline=True)
+        if not healthy.solved:
+            failing = [f"{c.name}: {c.detail}" for c in healthy.checks if not c.passed]
+            raise InvalidEpisode(f"checks fail on the healthy host: {'; '.join(failing)}")
+        if self.pool is not None:
+            self.pool.baselines[key] = copy.deepcopy(self._baseline)
 
     @property
     def shell(self) -> Shell:
@@ -117,12 +143,20 @@ class Episode:
         self.timings.verify = time.monotonic() - started
         return verdict
 
+    def progress(self) -> Verdict:
+        """Judge the hosts now without waiting out any check's hold period: the
+        running score an environment shows after each step (``verify`` is final)."""
+        return self._verify_now()
+
     def close(self) -> None:
         try:
             if self._shell is not None:
                 self._shell.close()
         finally:
-            self.stack.down()
+            if self.pool is not None:
+                self.pool.discard(self.stack)  # removed in the background, off the episode's clock
+            else:
+                self.stack.down()
 
     def __enter__(self) -> Episode:
         try:
@@ -137,23 +171,31 @@ class Episode:
 
     # -- helpers ----------------------------------------------------------
 
-    def _verify_now(
-        self, *, record_baseline: bool = False, refine_baseline: bool = False, patient: bool = False
-    ) -> Verdict:
+    def _verify_now(self, *, patient: bool = False) -> Verdict:
         shells = {name: host.shell() for name, host in self.stack.hosts.items()}
         try:
-            probes = {
-                name: Probe(testinfra_host(shells[name], name), shells[name], host, patient)
-                for name, host in self.stack.hosts.items()
-            }
-            if record_baseline:
-                self._baseline = snapshot(self._checks, probes)
-            if refine_baseline:
-                self._baseline = refine(self._checks, probes, self._baseline)
-            return verify(self._checks, probes, self._baseline)
+            return self._verify_with(shells, patient=patient)
         finally:
             for shell in shells.values():
                 shell.close()
+
+    def _verify_with(
+        self,
+        shells: dict[str, Shell],
+        *,
+        record_baseline: bool = False,
+        refine_baseline: bool = False,
+        patient: bool = False,
+    ) -> Verdict:
+        probes = {
+            name: Probe(testinfra_host(shells[name], name), shells[name], host, patient)
+            for name, host in self.stack.hosts.items()
+        }
+        if record_baseline:
+            self._baseline = snapshot(self._checks, probes)
+        if refine_baseline:
+            self._baseline = refine(self._checks, probes, self._baseline)
+        return verify(self._checks, probes, self._baseline)
 
 
 def episode_id_for(scenario_id: str, seed: int, agent_name: str) -> str:
@@ -177,6 +219,7 @@ def run_episode(
     transport: str = "exec",
     workdir: Path | None = None,
     on_step: Callable[[Step], None] | None = None,
+    pool: HostPool | None = None,
 ) -> tuple[EpisodeRecord, list[Step]]:
     """Run one episode to its record; harness failures give an ``invalid`` record, not a score."""
     episode_id = episode_id_for(scenario.id, seed, agent_name)
@@ -202,6 +245,7 @@ def run_episode(
         run_id=run_id,
         episode_id=episode_id,
         transport=transport,
+        pool=pool,
     )
     record.timings = episode.timings
     try:

@@ -128,3 +128,22 @@ def ensure_image(client: docker.DockerClient, name: str, say: Say) -> str:
         raise EngineError(f"building image {name} failed: {exc.explanation}") from None
     client.images.get(tag).tag(f"fixos/{name}", "latest")
     return tag
+
+
+def replicate(
+    source: docker.DockerClient,
+    target: docker.DockerClient,
+    tag: str,
+    say: Say,
+    where: str = "another engine",
+) -> str:
+    """Copy an image built on one engine to another (a save/load stream, far cheaper
+    than a second debootstrap and build); the tag and image id stay the same."""
+    if _exists(target, tag):
+        return tag
+    say(f"image {tag}: copying to {where} (once; ~30 s)")
+    try:
+        target.images.load(source.images.get(tag).save(named=True))
+    except DockerException as exc:
+        raise EngineError(f"cannot copy {tag} to {where}: {exc}") from None
+    return tag

@@ -116,6 +116,8 @@ class Verdict:
 class Timings:
     reset: float = 0.0
     """seconds from asking for a host to the fault being confirmed."""
+    boot: float = 0.0
+    """the part of ``reset`` spent getting booted hosts (near 0 from a warm pool)."""
     agent: float = 0.0
     verify: float = 0.0
     step_mean: float = 0.0
@@ -142,6 +144,8 @@ class EpisodeRecord:
     error: str | None = None
     images: dict[str, str] = field(default_factory=dict)
     """image tag -> image id of each host."""
+    engine: str | None = None
+    """the Docker engine it ran on, when a run spreads over several."""
 
 
 def to_json(obj: Any) -> Any:
@@ -176,4 +180,5 @@ def record_from_json(data: dict[str, Any]) -> EpisodeRecord:
         else Verdict(reward=verdict["reward"], checks=[CheckResult(**c) for c in verdict["checks"]]),
         error=data.get("error"),
         images=data.get("images", {}),
+        engine=data.get("engine"),
     )

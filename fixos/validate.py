@@ -10,6 +10,7 @@ import docker
 
 from fixos.episodes import run_episode
 from fixos.models import EpisodeRecord
+from fixos.pool import HostPool
 from fixos.scenario import Scenario
 
 EXPECTED = {"oracle": "= 1.0", "nop": "= 0.0", "partial": "in (0, 1)"}
@@ -48,10 +49,11 @@ def validate(
     images: dict[str, str],
     run_id: str,
     on_record: Callable[[EpisodeRecord], None] | None = None,
+    pool: HostPool | None = None,
 ) -> Validation:
     result = Validation(scenario.id, seed)
     for agent in agents_for(scenario):
-        record, _ = run_episode(scenario, seed, agent, client=client, images=images, run_id=run_id)
+        record, _ = run_episode(scenario, seed, agent, client=client, images=images, run_id=run_id, pool=pool)
         result.records[agent] = record
         if on_record is not None:
             on_record(record)

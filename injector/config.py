@@ -8,6 +8,7 @@ from typing import Any, Literal, NamedTuple
 from fixos.models import Outcome
 from injector.base import Fault, FaultParams
 from injector.edit import replace_command, replace_in_file
+from injector.service import stop_service
 from shells.base import Shell
 
 NGINX_SITE = "/etc/nginx/sites-available/shop"
@@ -66,11 +67,11 @@ class ConfigBroken(Fault):
         if self.params.service == "nginx":
             # Debian's `restart` refuses a bad config and keeps the old nginx
             # running; a stop, the edit, then a start is how a site goes down.
-            shell.run("service nginx stop", timeout=30)
+            stop_service(shell, "nginx")
             replace_in_file(shell, edit.file, edit.original, edit.broken)
             shell.run("service nginx start", timeout=30)
         else:
-            shell.run("service mariadb stop", timeout=60)
+            stop_service(shell, "mariadb")
             replace_in_file(shell, edit.file, edit.original, edit.broken)
             shell.run(MARIADB_TRY_START, timeout=30)
         return edit._asdict()

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from fixos.models import Outcome
 from injector.base import Fault, FaultParams
 from injector.config import MARIADB_TRY_START
+from injector.service import stop_service
 from shells.base import Shell
 
 VARIANTS = {
@@ -35,7 +36,7 @@ class PermissionsBroken(Fault):
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
         self.command = rng.choice(VARIANTS[self.params.target])
         if self.params.target == "datadir":
-            shell.run("service mariadb stop", timeout=60)
+            stop_service(shell, "mariadb")
             shell.run(self.command)
             shell.run(MARIADB_TRY_START, timeout=30)
         else:

@@ -10,7 +10,9 @@ from pydantic import Field
 from fixos.models import Outcome
 from injector.base import Fault, FaultParams
 from injector.edit import install_script, spawn_with_pid
+from injector.service import stop_service
 from shells.base import Shell
+from shells.probes import CPU_SAMPLE
 
 HOG_NAMES = [
     "report-builder",
@@ -22,12 +24,6 @@ HOG_NAMES = [
     "feed-importer",
 ]
 SQUATTER_NAMES = ["legacy-admin", "status-panel", "dev-proxy", "metrics-gateway", "old-storefront"]
-
-# A CPU sample over half a second, in percent of one core, from /proc (no top needed).
-_CPU = (
-    "a=$(awk '{{print $14+$15}}' /proc/{pid}/stat) && sleep 0.5 && "
-    "b=$(awk '{{print $14+$15}}' /proc/{pid}/stat) && echo $(( (b - a) * 200 / $(getconf CLK_TCK) ))"
-)
 
 
 class CpuHog(Fault):
@@ -43,6 +39,7 @@ class CpuHog(Fault):
         count: int = Field(default=1, ge=1, le=4)
         pids: list[int] | None = None
         min_percent: int = Field(default=50, ge=10, le=100)
+        """proof it burns: CPU demand (on a CPU or waiting for one); a busy machine cannot hide it."""
 
     def prepare(self, shell: Shell, rng: random.Random) -> None:
         count = len(self.params.pids) if self.params.pids else self.params.count
@@ -60,15 +57,19 @@ class CpuHog(Fault):
         return {"processes": [{"name": n, "pid": p} for n, p in self.hogs]}
 
     def confirm(self, shell: Shell) -> Outcome:
+        demand = {}
+        for row in shell.run(CPU_SAMPLE, timeout=15).output.splitlines():
+            pid, _, rest = row.partition(" ")
+            demand[pid] = rest.rpartition(" ")[2]
         seen = []
         for name, pid in self.hogs:
             comm = shell.run(f"cat /proc/{pid}/comm", timeout=5).output.strip()
             if comm != name:
                 return Outcome(False, f"PID {pid} is {comm or 'gone'}, not {name}")
-            cpu = shell.run(_CPU.format(pid=pid), timeout=5).output.strip()
+            cpu = demand.get(str(pid), "0")
             if not cpu.isdigit() or int(cpu) < self.params.min_percent:
-                return Outcome(False, f"{name} (PID {pid}) uses {cpu}% CPU")
-            seen.append(f"{name} PID {pid} at {cpu}% CPU")
+                return Outcome(False, f"{name} (PID {pid}) wants {cpu}% of a core")
+            seen.append(f"{name} PID {pid} wants {cpu}% of a core")
         return Outcome(True, "; ".join(seen))
 
     def revert(self, shell: Shell) -> None:
@@ -100,7 +101,7 @@ class PortSquatter(Fault):
     def prepare(self, shell: Shell, rng: random.Random) -> None:
         self.name = rng.choice(SQUATTER_NAMES)
         install_script(shell, f"/usr/local/bin/{self.name}", _SQUATTER.format(port=self.params.port))
-        shell.run(f"service {self.params.service} stop", timeout=30)
+        stop_service(shell, self.params.service)
 
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
         self.pid = spawn_with_pid(shell, f"/usr/local/bin/{self.name}", self.params.pid)

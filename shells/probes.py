@@ -1,14 +1,23 @@
 """Shell snippets that read the host the way `top` would, shared by the verifier and
 the baseline agent (both run them through their own sessions)."""
 
-# Every process's CPU use over half a second, one "pid comm percent-of-a-core" line
-# each, from two samples of /proc/*/stat (no top needed, no terminal either).
+# Every process's CPU demand over half a second, one "pid comm percent-of-a-core"
+# line each, from two samples of /proc (no top needed, no terminal either).
+# Demand is time on a CPU plus time runnable but waiting for one
+# (/proc/PID/schedstat): a busy loop shows ~100% even on a machine so loaded that
+# it only gets a fraction of a core, where plain CPU time would make it look
+# innocent. schedstat covers the main thread only, so the figure is the larger of
+# demand and CPU time of all threads (/proc/PID/stat); an old kernel without
+# schedstat gets CPU time alone.
 CPU_SAMPLE = r"""
-snap() { for f in /proc/[0-9]*/stat; do read -r l < "$f" 2>/dev/null && echo "$l"; done; }
+snap() { for d in /proc/[0-9]*; do read -r l < "$d/stat" 2>/dev/null || continue
+  s=; read -r s < "$d/schedstat" 2>/dev/null; echo "${s:--} $l"; done; }
 a=$(mktemp); b=$(mktemp); snap > "$a"; sleep 0.5; snap > "$b"
 awk -v hz="$(getconf CLK_TCK)" '{ match($0, /\(.*\)/); c = substr($0, RSTART + 1, RLENGTH - 2);
-  split(substr($0, RSTART + RLENGTH + 1), f, " "); t = f[12] + f[13] }
-  FNR == NR { a[$1] = t; next }
-  ($1 in a) { p = (t - a[$1]) * 200 / hz; if (p > 0) printf "%s %s %d\n", $1, c, p }' "$a" "$b"
+  split(substr($0, RSTART + RLENGTH + 1), f, " "); pid = ($1 == "-") ? $2 : $4
+  cpu = (f[12] + f[13]) * 1e9 / hz; dem = ($1 == "-") ? 0 : $1 + $2 }
+  FNR == NR { ac[pid] = cpu; ad[pid] = dem; next }
+  (pid in ac) { p = (cpu - ac[pid]) / 5e6; q = (dem - ad[pid]) / 5e6; if (q > p) p = q
+    if (p >= 1) printf "%s %s %d\n", pid, c, p }' "$a" "$b"
 rm -f "$a" "$b"
 """

@@ -10,6 +10,7 @@ import pytest
 
 from fixos.engine import connect
 from fixos.images import ensure_image
+from fixos.pool import HostPool
 from fixos.scenario import HostSpec
 from fixos.stack import LiveHost, Stack, remove_labelled
 from shells.session import BashSession
@@ -43,6 +44,18 @@ def live_host(client: docker.DockerClient, images: dict[str, str], test_run_id: 
         yield stack.hosts["web"]
     finally:
         stack.down()
+
+
+@pytest.fixture(scope="module")
+def warm_pool(client: docker.DockerClient, images: dict[str, str]) -> Iterator[HostPool]:
+    """Booted hosts for a module's episodes (run id ``pool.run_id``), removed after the module."""
+    run_id = f"test-pool-{secrets.token_hex(4)}"
+    pool = HostPool(client, images, run_id=run_id, size=1, shapes=[[HostSpec(name="web")]])
+    try:
+        yield pool
+    finally:
+        pool.close()
+        remove_labelled(client, run_id=run_id)
 
 
 @pytest.fixture(params=["exec", "ssh"])

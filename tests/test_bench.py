@@ -17,6 +17,7 @@ from rich.console import Console
 
 from fixos.bench import Bench, Events, Plan, parse_shard
 from fixos.catalog import load_catalog
+from fixos.engine import Engine
 from fixos.models import CheckResult, EpisodeRecord, Timings, Verdict
 from fixos.report import compare, junit_xml, summarize, write_reports
 from fixos.results import RunDir
@@ -124,7 +125,8 @@ def test_parallelism_is_honoured_exactly(client, images, tmp_path):
 
     events = Count()
     plan = Plan(["easy_1"], [1, 2, 3, 4], ["nop"])
-    Bench(plan, run, catalog, client=client, images=images, parallel=2, events=events).execute()
+    engines = [Engine("local", client, images)]
+    Bench(plan, run, catalog, engines=engines, parallel=2, events=events).execute()
     assert events.peak == 2
     assert sorted(r["episode_id"] for r in run.records()) == sorted(j.episode_id for j in plan.jobs())
     assert labelled(client, "par") == []

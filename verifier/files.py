@@ -40,17 +40,24 @@ class FileUnchanged(Check):
         paths: list[str]
         compare: Literal["bytes", "tokens"] = "bytes"
 
-    def _digest(self, probe: Probe, path: str) -> str | None:
-        return _digest(probe.access.read_file(path), self.params.compare)
+    def _digests(self, probe: Probe) -> dict[str, str | None]:
+        read_files = getattr(probe.access, "read_files", None)
+        if read_files is not None:
+            contents = read_files(list(self.params.paths))
+        else:  # an access that reads one file at a time
+            contents = {path: probe.access.read_file(path) for path in self.params.paths}
+        return {path: _digest(contents.get(path), self.params.compare) for path in self.params.paths}
 
     def snapshot(self, probe: Probe) -> Any:
-        return {path: [self._digest(probe, path)] for path in self.params.paths}
+        return {path: [digest] for path, digest in self._digests(probe).items()}
 
     def refine(self, probe: Probe, baseline: Any) -> Any:
-        return {path: [*ok, self._digest(probe, path)] for path, ok in baseline.items()}
+        now = self._digests(probe)
+        return {path: [*ok, now.get(path)] for path, ok in baseline.items()}
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
-        changed = [p for p in self.params.paths if self._digest(probe, p) not in baseline.get(p, [])]
+        now = self._digests(probe)
+        changed = [p for p in self.params.paths if now[p] not in baseline.get(p, [])]
         if changed:
             return Outcome(False, "changed since the healthy host: " + ", ".join(changed))
         return Outcome(True, f"{len(self.params.paths)} file(s) as on the healthy host")

@@ -38,7 +38,8 @@ class DiskUsage(Check):
 
 
 class NoCpuHog(Check):
-    """No process uses more than ``max_percent`` of a core over a half-second sample."""
+    """No process wants more than ``max_percent`` of a core over a half-second sample
+    (time on a CPU plus time waiting for one: a hog on a busy machine still shows)."""
 
     type = "no_cpu_hog"
 

@@ -1,0 +1,227 @@
+"""Warm hosts: stacks booted ahead of time in the background, so an episode's
+reset is "take a booted host, inject, confirm" instead of a boot.
+
+A pool belongs to one run on one engine: its containers carry the run's labels
+and this process as owner, so ``fixos clean --run`` and the sweep of dead runs
+find them like any episode's. Stacks are never reused: an episode takes one,
+and gives it back only to be removed (in the background, off the episode's
+clock).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import queue
+import secrets
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import docker
+
+from fixos.errors import StackError
+from fixos.scenario import HostSpec
+from fixos.stack import BOOT_TIMEOUT, Stack
+
+Shape = tuple[str, ...]
+"""what makes two stacks interchangeable: their host specs, serialised."""
+
+
+def shape_of(hosts: Sequence[HostSpec]) -> Shape:
+    return tuple(h.model_dump_json() for h in hosts)
+
+
+class HostPool:
+    """Keeps ``size`` booted stacks of each shape ready, plus one per waiting taker.
+
+    ``planned`` lists the hosts each take is expected to ask for (a bench knows
+    its jobs): a shape gets no more spares than it has takes left, so the end
+    of a run, or a shape used once, wastes no boots. A take beyond the plan (a
+    retry) still gets a host. Without a plan, every shape in ``shapes`` keeps
+    ``size`` spares.
+    """
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        images: dict[str, str],
+        *,
+        run_id: str,
+        size: int,
+        shapes: Sequence[Sequence[HostSpec]] = (),
+        planned: Sequence[Sequence[HostSpec]] | None = None,
+        boots_at_once: int | None = None,
+        on_error: Callable[[str], None] | None = None,
+    ) -> None:
+        self._client, self._images, self.run_id = client, images, run_id
+        self.size = max(1, size)
+        self._specs = {shape_of(s): list(s) for s in [*shapes, *(planned or [])]}
+        self._ready: dict[Shape, deque[Stack]] = {k: deque() for k in self._specs}
+        self._booting: dict[Shape, int] = dict.fromkeys(self._specs, 0)
+        self._waiting: dict[Shape, int] = dict.fromkeys(self._specs, 0)
+        self._failures: dict[Shape, str | None] = dict.fromkeys(self._specs, None)
+        self._lock = threading.Condition()
+        self._closed = False
+        self._left: dict[Shape, int] | None = None
+        """planned takes not yet made, per shape (None: no plan)."""
+        if planned is not None:
+            self._left = dict.fromkeys(self._specs, 0)
+            for hosts in planned:
+                self._left[shape_of(hosts)] += 1
+        self._on_error = on_error
+        # Boots mostly wait on daemons starting; a few at once fill a pool
+        # faster without starving the episodes running beside them.
+        workers = boots_at_once or max(1, min(self.size, 3))
+        self._fillers = [
+            threading.Thread(target=self._fill, name=f"pool-fill-{i}", daemon=True) for i in range(workers)
+        ]
+        self._doomed: queue.Queue[Stack | None] = queue.Queue()
+        # A forced remove costs the engine ~0.3 s; two keep up with a busy run.
+        self._removers = [
+            threading.Thread(target=self._remove, name=f"pool-remove-{i}", daemon=True) for i in range(2)
+        ]
+        self.baselines: dict[tuple[Any, ...], dict] = {}
+        """healthy-host evidence per (scenario, checks, image ids): identical hosts
+        give identical evidence, so it is recorded once and reused."""
+        for thread in (*self._fillers, *self._removers):
+            thread.start()
+
+    # -- for episodes -----------------------------------------------------
+
+    def take(self, hosts: Sequence[HostSpec], episode_id: str) -> Stack:
+        """A booted stack of this shape, renamed for the episode (booted now if none is ready)."""
+        shape = shape_of(hosts)
+        if shape not in self._specs:
+            stack = self._new_stack(list(hosts), episode_id)
+            try:
+                stack.up()
+            except BaseException:
+                self.discard(stack)
+                raise
+            return stack
+        with self._lock:
+            self._waiting[shape] += 1
+            self._lock.notify_all()
+            try:
+                ok = self._lock.wait_for(
+                    lambda: self._ready[shape] or self._failures[shape] or self._closed,
+                    timeout=2 * BOOT_TIMEOUT,
+                )
+                if self._closed:
+                    raise StackError("the host pool is closed")
+                if not ok:
+                    raise StackError(f"no warm host within {2 * BOOT_TIMEOUT:g}s")
+                if not self._ready[shape]:
+                    failure, self._failures[shape] = self._failures[shape], None
+                    raise StackError(f"warm host failed to boot: {failure}")
+                stack = self._ready[shape].popleft()
+                if self._left is not None:
+                    self._left[shape] = max(0, self._left[shape] - 1)
+            finally:
+                self._waiting[shape] -= 1
+                self._lock.notify_all()
+        try:
+            stack.claim(f"{self.run_id}-{episode_id}")
+        except BaseException:
+            self.discard(stack)
+            raise
+        return stack
+
+    def discard(self, stack: Stack) -> None:
+        """Remove the stack in the background; ``close`` waits for every removal."""
+        self._doomed.put(stack)
+
+    def baseline_key(self, scenario_id: str, checks: Any, image_ids: dict[str, str]) -> tuple[Any, ...]:
+        digest = hashlib.sha256(json.dumps(checks, sort_keys=True, default=str).encode()).hexdigest()
+        return (scenario_id, digest, tuple(sorted(image_ids.items())))
+
+    def ready_count(self, hosts: Sequence[HostSpec] | None = None) -> int:
+        """Booted stacks waiting to be taken (of this shape, or of all)."""
+        with self._lock:
+            if hosts is not None:
+                return len(self._ready.get(shape_of(hosts), ()))
+            return sum(len(q) for q in self._ready.values())
+
+    def close(self) -> None:
+        """Stop booting, remove every warm and every discarded stack, and wait for that."""
+        with self._lock:
+            self._closed = True
+            self._lock.notify_all()
+        for thread in self._fillers:
+            thread.join()
+        with self._lock:
+            leftovers = [s for q in self._ready.values() for s in q]
+            for q in self._ready.values():
+                q.clear()
+        for stack in leftovers:
+            self._doomed.put(stack)
+        for _ in self._removers:
+            self._doomed.put(None)
+        for thread in self._removers:
+            thread.join()
+
+    def __enter__(self) -> HostPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- background -------------------------------------------------------
+
+    def _new_stack(self, hosts: list[HostSpec], episode_id: str) -> Stack:
+        return Stack(
+            self._client, run_id=self.run_id, episode_id=episode_id, hosts=hosts, images=self._images
+        )
+
+    def _wanted(self) -> Shape | None:
+        """The shape most short of its target, or None when every shape has enough."""
+        best, shortfall = None, 0
+        for shape in self._specs:
+            spares = self.size if self._left is None else min(self.size, self._left[shape])
+            target = max(self._waiting[shape], spares)
+            short = target - len(self._ready[shape]) - self._booting[shape]
+            if short > shortfall:
+                best, shortfall = shape, short
+        return best
+
+    def _fill(self) -> None:
+        while True:
+            with self._lock:
+                self._lock.wait_for(lambda: self._closed or self._wanted() is not None)
+                if self._closed:
+                    return
+                shape = self._wanted()
+                assert shape is not None
+                self._booting[shape] += 1
+            stack = self._new_stack(self._specs[shape], f"{self.run_id}-warm-{secrets.token_hex(3)}")
+            failure = None
+            try:
+                stack.up()
+            except Exception as exc:  # reported to the next taker; the filler goes on
+                failure = str(exc)
+            with self._lock:
+                self._booting[shape] -= 1
+                if failure is None and not self._closed:
+                    self._ready[shape].append(stack)
+                    stack = None
+                elif failure is not None:
+                    self._failures[shape] = failure
+                self._lock.notify_all()
+            if stack is not None:
+                self._doomed.put(stack)
+            if failure is not None:
+                if self._on_error is not None:
+                    self._on_error(failure)
+                with self._lock:  # a broken image must not turn into a busy loop of boots
+                    self._lock.wait_for(lambda: self._closed, timeout=1.0)
+
+    def _remove(self) -> None:
+        while True:
+            stack = self._doomed.get()
+            if stack is None:
+                return
+            with contextlib.suppress(Exception):
+                stack.down()

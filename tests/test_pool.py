@@ -1,0 +1,99 @@
+"""The warm pool: booted hosts handed to episodes, spares within the plan, nothing left behind."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from helpers import labelled, wait_for
+
+from fixos.catalog import load_catalog
+from fixos.episodes import Episode, run_episode
+from fixos.errors import FixOSError, StackError
+from fixos.pool import HostPool
+from fixos.scenario import HostSpec
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+def _containers(client, run_id: str) -> list:
+    return client.containers.list(all=True, filters={"label": f"fixos.run={run_id}"})
+
+
+@pytest.mark.live
+def test_pool_keeps_spares_hands_them_over_renamed_and_removes_everything(client, images, test_run_id):
+    web = [HostSpec(name="web")]
+    with HostPool(client, images, run_id=test_run_id, size=2, shapes=[web]) as pool:
+        wait_for(lambda: pool.ready_count() == 2, timeout=120)
+        started = time.monotonic()
+        stack = pool.take(web, "easy_1-s1-nop")
+        taken_in = time.monotonic() - started
+        assert taken_in < 1.0  # a handover, not a boot (a boot here takes > 1 s)
+        (container,) = [
+            c for c in _containers(client, test_run_id) if c.id == stack.hosts["web"].handle.container_id
+        ]
+        assert container.name == f"fixos-{test_run_id}-easy_1-s1-nop-web"
+        assert container.status == "running"
+        with stack.hosts["web"].shell() as shell:
+            assert shell.run("curl -fsS -o /dev/null http://127.0.0.1/ && service mariadb status").ok
+        # the pool refills to its size while the taken stack is in use
+        wait_for(lambda: pool.ready_count() == 2, timeout=120)
+        assert len(_containers(client, test_run_id)) == 3
+        pool.discard(stack)
+    assert labelled(client, test_run_id) == []
+
+
+@pytest.mark.live
+def test_the_plan_bounds_spares_and_a_taker_beyond_it_still_gets_a_host(client, images, test_run_id):
+    web = [HostSpec(name="web")]
+    with HostPool(client, images, run_id=test_run_id, size=3, planned=[web]) as pool:
+        wait_for(lambda: pool.ready_count() == 1, timeout=120)
+        time.sleep(2)  # more boots would have started by now
+        assert len(_containers(client, test_run_id)) == 1
+        first = pool.take(web, "one")
+        second = pool.take(web, "retry")  # beyond the plan: booted for the taker
+        assert first.hosts["web"].handle.container_id != second.hosts["web"].handle.container_id
+        pool.discard(first)
+        pool.discard(second)
+    assert labelled(client, test_run_id) == []
+
+
+@pytest.mark.live
+def test_warm_episodes_score_like_cold_ones_and_reuse_the_healthy_baseline(
+    client, images, test_run_id, catalog
+):
+    easy_2 = catalog["easy_2"]
+    with HostPool(client, images, run_id=test_run_id, size=1, shapes=[easy_2.hosts]) as pool:
+        rewards = {}
+        for agent in ("oracle", "nop", "oracle"):
+            record, _ = run_episode(
+                easy_2, len(rewards) + 1, agent, client=client, images=images, run_id=test_run_id, pool=pool
+            )
+            assert record.status == "scored", record.error
+            rewards[f"{agent}{len(rewards)}"] = record.reward
+        assert rewards == {"oracle0": 1.0, "nop1": 0.0, "oracle2": 1.0}
+        assert len(pool.baselines) == 1  # recorded on the first healthy host, reused after
+    assert labelled(client, test_run_id) == []
+
+
+@pytest.mark.live
+def test_a_pool_of_an_unbootable_image_fails_the_taker_with_one_line(client, test_run_id):
+    web = [HostSpec(name="web")]
+    with HostPool(
+        client, {"server": "fixos/no-such-image:0"}, run_id=test_run_id, size=1, shapes=[web]
+    ) as pool:
+        with pytest.raises(StackError) as caught:
+            pool.take(web, "doomed")
+        assert "\n" not in str(caught.value) and "no-such-image" in str(caught.value)
+    assert labelled(client, test_run_id) == []
+
+
+def test_an_episode_cannot_take_hosts_from_another_runs_pool(client, catalog):
+    class Pool:
+        run_id = "other"
+
+    with pytest.raises(FixOSError, match="pool of run 'other'"):
+        Episode(catalog["easy_1"], 1, client=client, images={}, run_id="mine", pool=Pool())
