@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
@@ -90,9 +90,12 @@ def inject_all(
     *,
     registry: Registry[Fault] = FAULTS,
     confirm_timeout: float = CONFIRM_TIMEOUT,
+    on_injected: Callable[[], None] | None = None,
 ) -> list[InjectedFault]:
     """Inject ``(host, type, params)`` in order, then confirm each.
 
+    ``on_injected`` is called once every fault is in, before the confirmations
+    (the Harbor export records the commands that broke the host up to there).
     Raises InvalidEpisode when a fault's symptom cannot be observed.
     """
     prepared = []
@@ -103,6 +106,8 @@ def inject_all(
     applied: list[tuple[Fault, str, str, dict[str, Any]]] = []
     for fault, rng, host, fault_type in prepared:
         applied.append((fault, host, fault_type, fault.inject(shells[host], rng)))
+    if on_injected is not None:
+        on_injected()
     injected = []
     for fault, host, fault_type, seeded in applied:
         outcome = _confirm(fault, shells[host], confirm_timeout)

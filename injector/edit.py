@@ -31,22 +31,25 @@ def install_script(shell: Shell, path: str, body: str) -> None:
     )
 
 
+def spawn_command(command: str, pid: int | None) -> str:
+    """The shell line ``spawn_with_pid`` runs: it prints the new process's PID last."""
+    launch = f"setsid {command} </dev/null >/dev/null 2>&1 & echo $!"
+    if pid is None:
+        return launch
+    counter = "read -r last < /proc/sys/kernel/ns_last_pid"
+    return (
+        f"{counter}; if [ $last -ge {pid} ]; then echo PAST $last; false; else "
+        f"while [ $last -lt {pid - 1} ]; do : & wait $!; {counter}; done; {launch}; fi"
+    )
+
+
 def spawn_with_pid(shell: Shell, command: str, pid: int | None) -> int:
     """Start ``command`` detached (its own session); with ``pid``, as exactly that PID.
 
     A fresh PID namespace hands out PIDs in order, so forking throw-away
     children until the counter sits just below ``pid`` makes the next fork get it.
     """
-    launch = f"setsid {command} </dev/null >/dev/null 2>&1 & echo $!"
-    if pid is None:
-        result = shell.run(launch, timeout=10)
-    else:
-        counter = "read -r last < /proc/sys/kernel/ns_last_pid"
-        result = shell.run(
-            f"{counter}; if [ $last -ge {pid} ]; then echo PAST $last; false; else "
-            f"while [ $last -lt {pid - 1} ]; do : & wait $!; {counter}; done; {launch}; fi",
-            timeout=60,
-        )
+    result = shell.run(spawn_command(command, pid), timeout=10 if pid is None else 60)
     words = result.output.split()
     if result.exit_code != 0 or not words or not words[-1].isdigit():
         raise InvalidEpisode(f"cannot start {command!r} as PID {pid}: {result.output.strip()[-200:]}")

@@ -1,0 +1,149 @@
+"""Break a live host once and keep what a self-contained task needs to break it again.
+
+The faults run on a real FixOS host through a ``CaptureShell``, which records
+every command of their ``prepare`` and ``inject`` phases. Played back in the
+same order on a freshly booted host of the same image, those commands build
+the same broken world: whatever the faults drew from the seed (edits, sizes,
+names, passwords) is already written into them. Processes that a fault starts
+at "any" PID are pinned to a PID chosen here, so that the solution (which may
+``kill`` them by PID) and the playback agree, and two exports agree byte for byte.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import docker
+
+from fixos.errors import InvalidEpisode
+from fixos.models import CommandResult, InjectedFault
+from fixos.scenario import Scenario
+from fixos.solution import render
+from fixos.stack import Stack
+from injector import inject_all
+from injector.edit import spawn_command
+from shells.base import Shell
+from verifier import Probe, refine, snapshot, verify
+from verifier.backend import testinfra_host
+from verifier.verify import CheckEntry
+
+FIRST_PINNED_PID = 1000
+"""where PIDs the faults leave to chance start: above the named ones (909-922) and
+above what a booted host has used by the time its faults go in."""
+PID_STEP = 1000
+"""room between two such PIDs for what the faults fork in between (a batch job's clients)."""
+
+_UNPINNED = re.compile(r"setsid (\S+) </dev/null >/dev/null 2>&1 & echo \$!")
+
+
+class CaptureShell:
+    """A Shell that records the commands run through it until ``stop`` and pins
+    every process started at an unspecified PID to the next chosen one."""
+
+    def __init__(self, inner: Shell, first_pid: int = FIRST_PINNED_PID) -> None:
+        self._inner = inner
+        self._next_pid = first_pid
+        self.commands: list[str] = []
+        self.recording = True
+
+    def stop(self) -> None:
+        self.recording = False
+
+    def run(self, command: str, timeout: float | None = None) -> CommandResult:
+        if not self.recording:
+            return self._inner.run(command, timeout)
+        pinned = None
+        match = _UNPINNED.fullmatch(command)
+        if match:
+            pinned = self._next_pid
+            command = spawn_command(match.group(1), pinned)
+            timeout = max(timeout or 0, 60)
+        self.commands.append(command)
+        result = self._inner.run(command, timeout)
+        if "/proc/sys/kernel/ns_last_pid" in command:  # a PID-exact spawn, the faults' own or ours
+            words = result.output.split()
+            if pinned is not None and (result.exit_code != 0 or words[-1:] != [str(pinned)]):
+                raise InvalidEpisode(f"cannot pin {match.group(1)} to PID {pinned}: {result.output[-200:]}")
+            if words and words[-1].isdigit():
+                got = int(words[-1])
+                self._next_pid = max(self._next_pid, (got // PID_STEP + 1) * PID_STEP)
+        return result
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+@dataclass
+class Capture:
+    """One scenario x seed, broken once on a live host."""
+
+    scenario: Scenario
+    seed: int
+    commands: list[str]
+    """what broke the host, in order (prepare, then inject), as one session ran them."""
+    faults: list[InjectedFault]
+    checks: list[CheckEntry]
+    baseline: dict[str, Any]
+    """what each check recorded on the healthy host, refined once the faults were in."""
+    solution: str
+    image_ids: dict[str, str] = field(default_factory=dict)
+
+
+def check_entries(scenario: Scenario) -> list[CheckEntry]:
+    return [
+        CheckEntry(c.name, c.type, scenario.host_of(c), c.scored, c.weight, c.params) for c in scenario.checks
+    ]
+
+
+def _probe(stack: Stack, name: str, shell: Shell) -> dict[str, Probe]:
+    return {name: Probe(testinfra_host(shell, name), shell, stack.hosts[name], patient=False)}
+
+
+def capture(
+    scenario: Scenario, seed: int, *, client: docker.DockerClient, images: dict[str, str], run_id: str
+) -> Capture:
+    """Boot the scenario's host, record it healthy, break it through a CaptureShell, record it broken."""
+    host = scenario.hosts[0].name
+    checks = check_entries(scenario)
+    stack = Stack(
+        client,
+        run_id=run_id,
+        episode_id=f"{run_id}-{scenario.id}-s{seed}",
+        hosts=scenario.hosts,
+        images=images,
+    )
+    try:
+        stack.up()
+        with stack.hosts[host].shell() as shell:
+            probes = _probe(stack, host, shell)
+            baseline = snapshot(checks, probes)
+            healthy = verify(checks, probes, baseline)
+        if not healthy.solved:
+            failing = "; ".join(f"{c.name}: {c.detail}" for c in healthy.checks if not c.passed)
+            raise InvalidEpisode(f"checks fail on the healthy host: {failing}")
+        recorder = CaptureShell(stack.hosts[host].shell())
+        try:
+            faults = [(scenario.host_of(f), f.type, f.params) for f in scenario.faults]
+            injected = inject_all(faults, {host: recorder}, seed, on_injected=recorder.stop)
+        finally:
+            recorder.close()
+        with stack.hosts[host].shell() as shell:
+            probes = _probe(stack, host, shell)
+            baseline = refine(checks, probes, baseline)
+            broken = verify(checks, probes, baseline)
+        if broken.solved:
+            raise InvalidEpisode("the injected faults left every scored check passing")
+        return Capture(
+            scenario=scenario,
+            seed=seed,
+            commands=recorder.commands,
+            faults=injected,
+            checks=checks,
+            baseline=baseline,
+            solution=render(scenario.solution, injected),
+            image_ids=stack.image_ids(),
+        )
+    finally:
+        stack.down()

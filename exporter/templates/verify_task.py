@@ -1,0 +1,128 @@
+"""The verifier of an exported FixOS task, run inside the host by tests/test.sh.
+
+It runs FixOS's own check classes (vendored beside this file, under lib/)
+against this host: commands through local bash, HTTP to 127.0.0.1, files read
+with open(). The healthy baseline was recorded when the task was exported.
+
+Usage: verify.py SPEC.json OUT_DIR -> OUT_DIR/reward.json (flat numbers for
+Harbor: "reward" and one 0/1 per check) and OUT_DIR/checks.json (the evidence).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from fixos.models import CommandResult, HttpResponse
+from verifier.backend import testinfra_host
+from verifier.base import CHECKS, Probe
+from verifier.verify import CheckEntry, verify
+
+CLEAN_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": "/root",
+    "USER": "root",
+    "LOGNAME": "root",
+    "SHELL": "/bin/bash",
+    "LANG": "C.UTF-8",
+    "TERM": "dumb",
+}
+OUTPUT_LIMIT = 64 * 1024
+
+
+class LocalShell:
+    """Each command in a fresh bash with a clean environment, killed at its timeout."""
+
+    def run(self, command: str, timeout: float | None = None) -> CommandResult:
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            ["bash", "--noprofile", "--norc", "-c", command],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=CLEAN_ENV,
+            cwd="/root",
+            start_new_session=True,
+        )
+        try:
+            out, _ = proc.communicate(timeout=timeout or 30)
+            code, timed_out = proc.returncode, False
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+            code, timed_out = 124, True
+        text = out[:OUTPUT_LIMIT].decode("utf-8", "replace")
+        return CommandResult(
+            command, text, code, time.monotonic() - started, timed_out, len(out) > OUTPUT_LIMIT
+        )
+
+    def close(self) -> None:
+        return None
+
+
+class LocalAccess:
+    """HTTP to this host's own port, files read directly."""
+
+    name = "local"
+
+    def http_get(self, port: int, path: str, timeout: float = 5.0) -> HttpResponse:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as resp:
+                return HttpResponse(resp.status, resp.read())
+        except urllib.error.HTTPError as exc:
+            return HttpResponse(exc.code, exc.read() or b"")
+        except (OSError, urllib.error.URLError) as exc:
+            reason = getattr(exc, "reason", exc)
+            return HttpResponse(0, b"", f"{type(reason).__name__}: {reason}")
+
+    def read_file(self, path: str) -> bytes | None:
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except (IsADirectoryError, FileNotFoundError, NotADirectoryError, PermissionError):
+            return None
+
+
+def main(spec_path: str, out_dir: str) -> int:
+    spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
+    entries = [
+        CheckEntry(
+            c["name"],
+            c["type"],
+            c["host"],
+            c["scored"],
+            c["weight"],
+            CHECKS.get(c["type"]).Params(**c["params"]),
+        )
+        for c in spec["checks"]
+    ]
+    shell = LocalShell()
+    probes = {
+        host: Probe(testinfra_host(shell, host), shell, LocalAccess(), patient=True)
+        for host in {e.host for e in entries}
+    }
+    verdict = verify(entries, probes, spec["baseline"])
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    reward = {"reward": verdict.reward} | {c.name: int(c.passed) for c in verdict.checks}
+    details = [
+        {"name": c.name, "passed": c.passed, "scored": c.scored, "weight": c.weight, "detail": c.detail}
+        for c in verdict.checks
+    ]
+    (out / "checks.json").write_text(json.dumps(details, indent=2) + "\n", encoding="utf-8")
+    (out / "reward.json").write_text(json.dumps(reward, indent=2) + "\n", encoding="utf-8")
+    for c in verdict.checks:
+        print(f"{'PASS' if c.passed else 'FAIL'} {c.name}{'' if c.scored else ' (gate)'}: {c.detail}")
+    print(f"reward {verdict.reward}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:3]))

@@ -1,0 +1,129 @@
+"""Run an exported task the way Harbor does: build environment/, start it with the
+command Harbor gives (`sleep infinity`), copy solution/ in and run solve.sh, copy
+tests/ in and run test.sh, read /logs/verifier/reward.json. For tests and checks
+of the export; Harbor itself is not needed."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import tarfile
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import docker
+import yaml
+from docker.errors import APIError, NotFound
+
+from exporter.harbor import READY_MARKER, ExportError
+from fixos.stack import LABEL_RUN
+
+HARBOR_COMMAND = ["sh", "-c", "sleep infinity"]
+READY_TIMEOUT = 180.0
+
+
+@dataclass
+class Trial:
+    reward: dict[str, Any]
+    checks: list[dict[str, Any]]
+    boot_seconds: float
+    """container start -> the host broke itself (READY_MARKER)."""
+    solve_output: str
+    test_output: str
+
+
+def build(
+    client: docker.DockerClient, task: Path, tag: str, *, run_id: str, buildargs: dict[str, str]
+) -> float:
+    """Build the task's environment (``buildargs``: BASE, PIP_OPTIONS); returns the seconds it took."""
+    started = time.monotonic()
+    try:
+        for chunk in client.api.build(
+            path=str(task / "environment"),
+            tag=tag,
+            buildargs=buildargs,
+            labels={LABEL_RUN: run_id},
+            rm=True,
+            forcerm=True,
+            decode=True,
+        ):
+            if "error" in chunk:
+                raise ExportError(f"{task}/environment: build failed: {chunk['error'].strip()}")
+    except APIError as exc:
+        raise ExportError(f"{task}/environment: build failed: {exc.explanation}") from None
+    return time.monotonic() - started
+
+
+def _tar(directory: Path, name: str) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(directory, arcname=name)
+    return buf.getvalue()
+
+
+def _read(container: Any, path: str) -> bytes | None:
+    try:
+        stream, _ = container.get_archive(path)
+    except NotFound:
+        return None
+    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+        member = tar.next()
+        extracted = tar.extractfile(member) if member else None
+        return extracted.read() if extracted else None
+
+
+def _container_options(task: Path) -> dict[str, Any]:
+    """What Harbor would give the container: task.toml's resources, docker-compose.yaml's extras."""
+    config = tomllib.loads((task / "task.toml").read_text(encoding="utf-8"))["environment"]
+    main = yaml.safe_load((task / "environment" / "docker-compose.yaml").read_text())["services"]["main"]
+    tmpfs = dict(entry.split(":", 1) for entry in main.get("tmpfs", []))
+    memory = f"{config['memory_mb']}m"
+    return {
+        "tmpfs": tmpfs,
+        "cap_add": main.get("cap_add", []),
+        "pids_limit": main.get("pids_limit"),
+        "mem_limit": memory,
+        "memswap_limit": memory,
+        "nano_cpus": int(float(config["cpus"]) * 1e9),
+    }
+
+
+def run_trial(client: docker.DockerClient, task: Path, image: str, *, run_id: str, solve: bool) -> Trial:
+    container = client.containers.run(
+        image,
+        HARBOR_COMMAND,
+        detach=True,
+        labels={LABEL_RUN: run_id},
+        name=f"fixos-{run_id}-{task.name}-{'solve' if solve else 'nop'}",
+        **_container_options(task),
+    )
+    try:
+        started = time.monotonic()
+        while container.exec_run(["test", "-e", READY_MARKER]).exit_code != 0:
+            if time.monotonic() - started > READY_TIMEOUT:
+                raise ExportError(f"{task.name}: {READY_MARKER} not there after {READY_TIMEOUT:g}s")
+            time.sleep(0.2)
+        boot = time.monotonic() - started
+        solve_output = ""
+        if solve:
+            container.put_archive("/", _tar(task / "solution", "solution"))
+            res = container.exec_run(["bash", "/solution/solve.sh"])
+            solve_output = res.output.decode(errors="replace")
+        container.put_archive("/", _tar(task / "tests", "tests"))
+        res = container.exec_run(["bash", "/tests/test.sh"])
+        reward = _read(container, "/logs/verifier/reward.json")
+        checks = _read(container, "/logs/verifier/checks.json")
+        if reward is None or checks is None:
+            raise ExportError(
+                f"{task.name}: test.sh wrote no reward: {res.output.decode(errors='replace')[-500:]}"
+            )
+        return Trial(
+            json.loads(reward), json.loads(checks), boot, solve_output, res.output.decode(errors="replace")
+        )
+    finally:
+        with contextlib.suppress(NotFound):
+            container.remove(force=True, v=True)

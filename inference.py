@@ -1,0 +1,111 @@
+"""Baseline inference over the OpenEnv server: an LLM repairs FixOS hosts through the
+official client, one shell command per step.
+
+    fixos serve --port 8000 &
+    API_BASE_URL=https://api.openai.com/v1 MODEL_NAME=gpt-4o-mini HF_TOKEN=... python inference.py
+
+Settings (environment): ``API_BASE_URL``, ``MODEL_NAME``, ``HF_TOKEN`` (or ``OPENAI_API_KEY``)
+as for the ``llm`` agent; ``FIXOS_URL`` (default http://127.0.0.1:8000), ``FIXOS_TASKS``
+(comma-separated ids, default ``easy_1``; ``all`` for every task), ``FIXOS_SEED`` (default 1).
+It prints the same lines as the ``llm`` agent, with the server's per-step rewards::
+
+    [START] task=easy_1 env=fixos model=gpt-4o-mini
+    [STEP] step=1 action="service nginx status" exit=3 reward=0.30 done=false error=null
+    [STEP] step=2 action="service nginx start" exit=0 reward=1.00 done=true error=null
+    [END] success=true steps=2 score=1.00 rewards=0.30,1.00
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import urllib.request
+
+from agents.llm import OUTPUT_CAP, SYSTEM_PROMPT, LlmAgent, LlmError, command_of
+from server import FixOSAction, FixOSEnv
+from server.models import DONE_COMMAND
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def _flat(text: str) -> str:
+    return json.dumps(text)
+
+
+def _null(value: object) -> str:
+    return "null" if value is None else str(value)
+
+
+def run_task(env, model: LlmAgent, task_id: str, seed: int) -> float:
+    """One episode; returns the verifier's final score."""
+    print(f"[START] task={task_id} env=fixos model={model.model}", flush=True)
+    result = env.reset(task_id=task_id, seed=seed)
+    obs = result.observation
+    messages = [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": f"{obs.instruction.strip()}\n\nYou have {obs.remaining_steps} commands."},
+    ]
+    rewards: list[float] = []
+    steps = 0
+    while not result.done:
+        error = None
+        try:
+            reply, _ = model._chat(messages)
+            command = command_of(reply)
+        except LlmError as exc:
+            reply, command, error = "", None, str(exc)
+        result = env.step(FixOSAction(command=command or DONE_COMMAND))
+        obs = result.observation
+        reward = result.reward or 0.0
+        rewards.append(reward)
+        if command is None:
+            print(
+                f'[STEP] step={steps + 1} action="DONE" exit=null reward={reward:.2f} done=true '
+                f"error={_flat(error) if error else 'null'}",
+                flush=True,
+            )
+            break
+        steps += 1
+        print(
+            f"[STEP] step={steps} action={_flat(command)} exit={_null(obs.exit_code)} reward={reward:.2f} "
+            f"done={str(result.done).lower()} error=null",
+            flush=True,
+        )
+        messages.append({"role": "assistant", "content": reply})
+        messages.append(
+            {"role": "user", "content": f"exit code {obs.exit_code}\n{obs.command_output[-OUTPUT_CAP:]}"}
+        )
+    score = obs.task_score
+    print(
+        f"[END] success={str(obs.is_success_step).lower()} steps={steps} score={score:.2f} "
+        f"rewards={','.join(f'{r:.2f}' for r in rewards)}",
+        flush=True,
+    )
+    return score
+
+
+def _tasks(url: str) -> list[str]:
+    wanted = os.environ.get("FIXOS_TASKS", "easy_1")
+    if wanted != "all":
+        return [t for t in wanted.split(",") if t]
+    with urllib.request.urlopen(f"{url}/tasks", timeout=30) as resp:
+        return [t["id"] for t in json.load(resp)]
+
+
+def main() -> int:
+    try:
+        model = LlmAgent()
+    except LlmError as exc:
+        print(f"inference: {exc}", file=sys.stderr)
+        return 1
+    url = os.environ.get("FIXOS_URL", DEFAULT_URL).rstrip("/")
+    seed = int(os.environ.get("FIXOS_SEED", "1"))
+    with FixOSEnv(base_url=url).sync() as env:
+        for task_id in _tasks(url):
+            run_task(env, model, task_id, seed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,242 @@
+"""The FastAPI app: OpenEnv's HTTP/WebSocket server around FixOSEnvironment, plus the plain
+endpoints the FixOS-style baselines call, one session cap and one idle reaper for both.
+
+    fixos serve --port 8000                     # or: python -m server.app --port 8000
+
+WebSocket sessions (``/ws``, what ``FixOSEnv`` uses) and plain HTTP sessions (``/reset``,
+``/step``, ``/state``, ``/close``) are the same kind of session: each has its own
+environment, counts against ``max_sessions``, and is closed, containers and all, when it
+ends, after ``session_timeout`` seconds without a request, or when the server stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import Body, FastAPI, HTTPException, Query
+from fastapi.routing import APIRoute
+from openenv.core.env_server.exceptions import SessionCapacityError
+from openenv.core.env_server.http_server import HTTPEnvServer
+from openenv.core.env_server.serialization import deserialize_action, serialize_observation
+from openenv.core.env_server.types import ConcurrencyConfig
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from fixos.errors import FixOSError
+from server.environment import BadRequest, FixOSEnvironment, ServerContext, SessionExpired
+from server.models import FixOSAction, FixOSObservation, FixOSState
+
+DEFAULT_PORT = 8000
+DEFAULT_MAX_SESSIONS = 8
+DEFAULT_SESSION_TIMEOUT = 900.0
+NEW_SESSION = "new"
+PLAIN_PATHS = ("/reset", "/step", "/state", "/health")
+
+
+class PlainReset(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    task_id: str | None = None
+    seed: int | None = None
+    episode_id: str | None = None
+    session_id: str | None = None
+    """this session, "new" for another one, or the default plain session when left out."""
+
+
+class PlainStep(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    action: dict[str, Any]
+    session_id: str | None = None
+    timeout_s: float | None = None
+
+
+class PlainClose(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    session_id: str | None = None
+
+
+class FixOSHTTPServer(HTTPEnvServer):
+    """OpenEnv's server, whose session table also holds the plain endpoints' sessions."""
+
+    def __init__(self, context: ServerContext, *, max_sessions: int, session_timeout: float) -> None:
+        super().__init__(
+            functools.partial(FixOSEnvironment, context),
+            FixOSAction,
+            FixOSObservation,
+            concurrency_config=ConcurrencyConfig(
+                max_concurrent_envs=max_sessions, session_timeout=session_timeout
+            ),
+            env_name="fixos",
+            state_cls=FixOSState,
+        )
+        self.context = context
+        self.default_session: str | None = None
+
+    async def plain_session(self, session_id: str | None, *, create: bool) -> tuple[str, FixOSEnvironment]:
+        if session_id is None:
+            session_id = self.default_session
+            if session_id not in self._sessions:
+                session_id = NEW_SESSION if create else None
+        if session_id == NEW_SESSION and create:
+            try:
+                session_id, env = await self._create_session()
+            except SessionCapacityError as exc:
+                raise HTTPException(503, str(exc)) from None
+            if self.default_session not in self._sessions:
+                self.default_session = session_id
+            return session_id, env  # type: ignore[return-value]
+        env = self._sessions.get(session_id) if session_id else None
+        if session_id is None or env is None:
+            raise HTTPException(
+                404, f"no session {session_id!r} (it ended or timed out); POST /reset opens one"
+            )
+        return session_id, env  # type: ignore[return-value]
+
+    async def run_in(self, session_id: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            result = await self._run_in_session_executor(session_id, func, *args, **kwargs)
+        except SessionExpired as exc:
+            raise HTTPException(404, str(exc)) from None
+        except BadRequest as exc:
+            raise HTTPException(400, str(exc)) from None
+        except FixOSError as exc:  # the harness could not give a valid episode (boot, inject, shell)
+            raise HTTPException(503, f"{type(exc).__name__}: {exc}") from None
+        self._update_session_activity(session_id, increment_step=func.__name__ == "step")
+        return result
+
+    async def close_all(self) -> None:
+        for session_id in list(self._sessions):
+            await self._destroy_session(session_id)
+        await asyncio.get_running_loop().run_in_executor(None, self.context.close_all)
+
+
+def create_fixos_app(
+    context: ServerContext | None = None,
+    *,
+    max_sessions: int = DEFAULT_MAX_SESSIONS,
+    session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+) -> FastAPI:
+    context = context or ServerContext()
+    server = FixOSHTTPServer(context, max_sessions=max_sessions, session_timeout=session_timeout)
+    app = FastAPI(
+        title="FixOS over OpenEnv",
+        version="0.1.0",
+        description="Repair real, broken nginx + MariaDB servers: each session is a live container.",
+    )
+    server.register_routes(app)
+    # OpenEnv's own /reset, /step and /state make a throwaway environment per request;
+    # FixOS's keep a session, so they replace them.
+    app.router.routes = [
+        r for r in app.router.routes if not (isinstance(r, APIRoute) and r.path in PLAIN_PATHS)
+    ]
+    app.state.fixos = server
+    app.router.on_shutdown.append(server.close_all)
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {
+            "status": "healthy",
+            "active_sessions": server.active_sessions,
+            "max_sessions": server.max_concurrent_envs,
+        }
+
+    @app.get("/tasks")
+    async def tasks() -> list[dict[str, Any]]:
+        return [
+            {
+                "id": s.id,
+                "title": s.title,
+                "difficulty": s.difficulty,
+                "instruction": s.instruction,
+                "max_steps": s.limits.max_steps,
+            }
+            for s in context.catalog.values()
+        ]
+
+    @app.post("/reset")
+    async def reset(request: Annotated[PlainReset, Body(default_factory=PlainReset)]) -> dict[str, Any]:
+        fresh = request.session_id == NEW_SESSION or (
+            request.session_id is None and server.default_session not in server._sessions
+        )
+        session_id, env = await server.plain_session(request.session_id, create=True)
+        kwargs = request.model_dump(exclude={"session_id"}, exclude_none=True)
+        try:
+            observation = await server.run_in(session_id, env.reset, **kwargs)
+        except Exception:
+            if fresh:  # a session that never held an episode is not kept
+                await server._destroy_session(session_id)
+            raise
+        return {"session_id": session_id, **serialize_observation(observation)}
+
+    @app.post("/step")
+    async def step(request: PlainStep) -> dict[str, Any]:
+        session_id, env = await server.plain_session(request.session_id, create=False)
+        try:
+            action = deserialize_action(request.action, FixOSAction)
+        except ValidationError as exc:
+            raise HTTPException(422, exc.errors(include_url=False)) from None
+        observation = await server.run_in(session_id, env.step, action, timeout_s=request.timeout_s)
+        return {"session_id": session_id, **serialize_observation(observation)}
+
+    @app.get("/state")
+    async def state(session_id: Annotated[str | None, Query()] = None) -> dict[str, Any]:
+        session_id, env = await server.plain_session(session_id, create=False)
+        return {"session_id": session_id, **env.state.model_dump()}
+
+    @app.post("/close")
+    async def close(request: Annotated[PlainClose, Body(default_factory=PlainClose)]) -> dict[str, Any]:
+        session_id, _ = await server.plain_session(request.session_id, create=False)
+        await server._destroy_session(session_id)
+        return {"session_id": session_id, "closed": True}
+
+    return app
+
+
+def serve(
+    *,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    max_sessions: int = DEFAULT_MAX_SESSIONS,
+    session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+    context: ServerContext | None = None,
+) -> None:
+    """Run the server until Ctrl-C or SIGTERM; every session's containers are removed on the way out."""
+    import uvicorn
+
+    context = context or ServerContext()
+    app = create_fixos_app(context, max_sessions=max_sessions, session_timeout=session_timeout)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
+    try:
+        uvicorn.Server(config).run()
+    finally:
+        context.close_all()
+
+
+def _settings() -> tuple[int, float]:
+    return (
+        int(os.environ.get("FIXOS_MAX_SESSIONS", DEFAULT_MAX_SESSIONS)),
+        float(os.environ.get("FIXOS_SESSION_TIMEOUT", DEFAULT_SESSION_TIMEOUT)),
+    )
+
+
+# For `uvicorn server.app:app` and openenv.yaml; no engine is touched until a reset.
+app = create_fixos_app(max_sessions=_settings()[0], session_timeout=_settings()[1])
+
+
+def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Serve FixOS over OpenEnv on 127.0.0.1.")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser.add_argument("--max-sessions", type=int, default=_settings()[0])
+    parser.add_argument("--session-timeout", type=float, default=_settings()[1])
+    args = parser.parse_args()
+    with contextlib.suppress(KeyboardInterrupt):
+        serve(port=args.port, max_sessions=args.max_sessions, session_timeout=args.session_timeout)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,379 @@
+"""FixOS over OpenEnv: the official client drives whole episodes on live hosts, sessions stay
+apart, idle ones are reaped with their containers, and the plain endpoints, `openenv
+validate`, `inference.py` and `fixos serve` work."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import uvicorn
+from helpers import ROOT, containers_owned_by, labelled, start_fixos, wait_for
+
+from fixos.catalog import load_catalog
+from fixos.solution import render
+from fixos.stack import remove_labelled
+from server import FixOSAction, FixOSEnv
+from server.app import create_fixos_app
+from server.environment import FixOSEnvironment, ServerContext
+from server.hostview import HostView, parse, probe_script
+from server.models import DiskInfo, ProcessInfo, ServiceInfo
+from server.rewards import TABLE, step_reward
+
+CATALOG = load_catalog()
+OPENENV = Path(sys.executable).parent / "openenv"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Served:
+    """The app on a free port in this process, so tests can reach the live episodes."""
+
+    def __init__(
+        self,
+        client,
+        images,
+        run_id: str,
+        *,
+        max_sessions: int = 4,
+        session_timeout: float = 300,
+        warm: int = 0,
+    ):
+        self.context = ServerContext(run_id=run_id, client=client, catalog=CATALOG, images=images, warm=warm)
+        self.app = create_fixos_app(self.context, max_sessions=max_sessions, session_timeout=session_timeout)
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._server = uvicorn.Server(
+            uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning")
+        )
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+
+    def __enter__(self) -> Served:
+        self._thread.start()
+        wait_for(lambda: self._server.started, timeout=20)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(20)
+        self.context.close_all()
+
+    def environment(self, episode_id: str) -> FixOSEnvironment:
+        return next(e for e in self.context.environments if e.state.episode_id == episode_id)
+
+    def http(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=120) as resp:
+                return resp.status, json.load(resp)
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.load(exc)
+
+
+def oracle_command(served: Served, episode_id: str, task_id: str) -> str:
+    """The reference repair of this very episode, read in-process: it never crosses the wire."""
+    faults = served.environment(episode_id).episode.faults
+    return f"bash -euo pipefail -c {shlex.quote(render(CATALOG[task_id].solution, faults))}"
+
+
+# -- the reward table and the probe parser (no engine) ---------------------------------
+
+
+def _view(*, services=(), procs=(), disks=()) -> HostView:
+    return HostView(
+        processes=[
+            ProcessInfo(pid=p, user="root", cpu_percent=c, memory_mb=1, command="x") for p, c in procs
+        ],
+        services=[ServiceInfo(name=n, status=s) for n, s in services],
+        disks=[
+            DiskInfo(mount=m, size_mb=48, used_mb=u, used_percent=pc, inodes_used_percent=0)
+            for m, u, pc in disks
+        ],
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "output", "before", "after", "progress", "solved", "expected"),
+    [
+        ("ps aux", "", _view(), _view(), (0, 0), False, {"explore": 0.1}),
+        ("tail /var/log/nginx/error.log", "[emerg] unknown directive", _view(), _view(), (0, 0), False,
+         {"explore": 0.1, "diagnose": 0.2}),
+        ("sed -i 's/a/b/' /etc/nginx/nginx.conf", "", _view(), _view(), (0, 0), False, {"edit": 0.3}),
+        ("kill 909", "", _view(procs=[(909, 99.0), (1, 0.0)]), _view(procs=[(1, 0.0)]), (0, 0), False,
+         {"kill_hog": 0.3}),
+        ("rm /var/log/big", "", _view(disks=[("/var/log", 47.0, 98.0)]),
+         _view(disks=[("/var/log", 2.0, 5.0)]), (0, 0), False, {"free_disk": 0.3, "disk_normal": 0.5}),
+        ("service nginx start", "", _view(services=[("nginx", "stopped")]),
+         _view(services=[("nginx", "running")]), (0.0, 1.0), True,
+         {"service_up": 0.5, "solved": 0.5, "progress": 0.4}),
+        ("true", "", _view(), _view(), (0.5, 0.0), False, {"progress": -0.2}),
+        ("perl -0777 -i -pe 's/a/b/' /etc/mysql/my.cnf", "", _view(), _view(), (0, 0), False, {"edit": 0.3}),
+        ("service nginx status", "", _view(procs=[(909, 99.0)]), _view(), (0, 0), False, {"explore": 0.1}),
+    ],
+)  # fmt: skip
+def test_reward_table(command, output, before, after, progress, solved, expected):
+    reward = step_reward(command, output, before, after, *progress, solved=solved)
+    assert reward.parts == expected
+    assert reward.value == round(min(1.0, max(0.0, sum(expected.values()))), 4)
+    assert all(TABLE[k] == v for k, v in expected.items() if k != "progress")
+
+
+def test_repeated_reading_earns_nothing():
+    assert step_reward("ps aux", "", _view(), _view(), 0, 0, solved=False, repeated=True).value == 0.0
+
+
+def test_probe_output_parses_into_a_view():
+    out = "\n".join(
+        [
+            "@@uptime", "100.00", "@@stat", "909 (yes) R 1 1 1 0 -1 0 0 0 0 0 100 0 0 0",
+            "@@uptime2", "100.50", "@@stat2", "909 (yes) R 1 1 1 0 -1 0 0 0 0 0 140 10 0 0",
+            "@@ps", "  909     1 www-data  1024 yes spin", "@@svc", "nginx 3", "php8.2-fpm 0",
+            "@@df", "tmpfs 49152 47000 2152 96% /var/log", "@@dfi", "tmpfs 4096 100 3996 3% /var/log",
+            "@@mem", "134217728", "536870912", "@@end",
+        ]
+    )  # fmt: skip
+    view = parse(out, None)
+    assert view.processes == [
+        ProcessInfo(pid=909, user="www-data", cpu_percent=100.0, memory_mb=1.0, command="yes spin")
+    ]
+    assert view.hogs == {909} and view.running == {"php8.2-fpm"}
+    assert view.disks[0].used_percent == 96.0 and view.disks[0].inodes_used_percent == 3.0
+    assert view.resources() == {
+        "cpu_percent": 100.0,
+        "memory_mb": 128.0,
+        "memory_percent": 25.0,
+        "disk_percent": 96.0,
+    }
+    assert parse("@@ps\n", None).error
+    assert "sleep 0.5" in probe_script(["nginx"], first=True) and "sleep" not in probe_script(
+        ["nginx"], first=False
+    )
+
+
+# -- live ------------------------------------------------------------------------------
+
+
+@pytest.mark.live
+def test_official_client_oracle_solves_and_nop_does_not(client, images, test_run_id):
+    with Served(client, images, test_run_id) as served, FixOSEnv(base_url=served.url).sync() as env:
+        started = time.monotonic()
+        result = env.reset(task_id="easy_1", seed=1)
+        reset_s = time.monotonic() - started
+        obs = result.observation
+        assert not result.done and obs.task_id == "easy_1" and obs.task_difficulty == "easy"
+        assert obs.task_score == 0.0 and obs.remaining_steps == CATALOG["easy_1"].limits.max_steps
+        assert {s.name: s.status for s in obs.services}["nginx"] == "stopped"
+        assert obs.processes and obs.disks and "disk_percent" in obs.resources
+        state = env.state()
+        assert len(state.containers) == 1 and labelled(client, test_run_id)
+
+        started = time.monotonic()
+        look = env.step(FixOSAction(command="service", args=["nginx", "status"]))
+        step_s = time.monotonic() - started
+        assert look.observation.exit_code == 3 and look.reward == pytest.approx(0.3) and not look.done
+
+        fix = env.step(FixOSAction(command=oracle_command(served, state.episode_id, "easy_1")))
+        assert fix.done and fix.observation.is_success_step and fix.observation.task_score == 1.0
+        assert 0.0 <= fix.reward <= 1.0 and fix.observation.metadata["verdict"]["reward"] == 1.0
+        assert env.state().final_score == 1.0 and env.state().containers == []
+        assert labelled(client, test_run_id) == [], "a finished episode frees its host"
+
+        idle = env.reset(task_id="easy_1", seed=2)
+        assert idle.observation.task_score == 0.0
+        done = env.step(FixOSAction(command="DONE"))
+        assert done.done and done.observation.task_score == 0.0 and not done.observation.is_success_step
+        assert env.state().final_score == 0.0
+        print(f"reset via server {reset_s:.2f}s, step {step_s:.2f}s")
+
+
+@pytest.mark.live
+def test_resets_take_warm_hosts_and_shutdown_removes_the_spares(client, images, test_run_id):
+    with Served(client, images, test_run_id, warm=1) as served, FixOSEnv(base_url=served.url).sync() as env:
+        assert labelled(client, test_run_id) == [], "no container before the first reset"
+        env.reset(task_id="easy_1", seed=1)
+        pool = served.context._pool
+        wait_for(lambda: pool.ready_count(CATALOG["easy_1"].hosts) == 1, timeout=120)
+        state = env.reset(task_id="easy_1", seed=2) and env.state()
+        episode = served.environment(state.episode_id).episode
+        assert episode.timings.boot < 0.5, "handed a booted host, not booted for this reset"
+        fix = env.step(FixOSAction(command=oracle_command(served, state.episode_id, "easy_1")))
+        assert fix.done and fix.observation.task_score == 1.0
+    assert labelled(client, test_run_id) == []
+
+
+@pytest.mark.live
+def test_four_sessions_stay_apart_and_a_fifth_is_refused(client, images, test_run_id):
+    with Served(client, images, test_run_id, max_sessions=4) as served:
+        envs = [FixOSEnv(base_url=served.url).sync() for _ in range(4)]
+        try:
+            for env in envs:
+                env.connect()
+            with ThreadPoolExecutor(4) as pool:
+                results = list(
+                    pool.map(lambda ie: ie[1].reset(task_id="easy_1", seed=ie[0] + 1), enumerate(envs))
+                )
+            assert all(not r.done for r in results)
+            containers = [env.state().containers[0] for env in envs]
+            assert len(set(containers)) == 4
+
+            extra = FixOSEnv(base_url=served.url).sync()
+            with pytest.raises(RuntimeError, match="CAPACITY_REACHED"):
+                extra.connect()
+                extra.reset(task_id="easy_1")
+            extra.close()
+
+            envs[0].step(FixOSAction(command="touch /tmp/only-in-session-0"))
+            started = envs[0].step(FixOSAction(command="service nginx start"))
+            assert started.done and started.observation.task_score == 1.0
+            for env in envs[1:]:
+                seen = env.step(FixOSAction(command="test -e /tmp/only-in-session-0"))
+                assert seen.observation.exit_code == 1
+                status = {s.name: s.status for s in seen.observation.services}
+                assert status["nginx"] == "stopped" and seen.observation.task_score == 0.0
+        finally:
+            for env in envs:
+                env.close()
+        wait_for(lambda: labelled(client, test_run_id) == [], timeout=30)
+
+
+@pytest.mark.live
+def test_abandoned_sessions_are_reaped_with_their_containers(client, images, test_run_id):
+    with Served(client, images, test_run_id, session_timeout=2) as served:
+        code, body = served.http("POST", "/reset", {"task_id": "easy_1"})
+        assert code == 200 and body["done"] is False
+        assert labelled(client, test_run_id), "the plain-HTTP session's host"
+        env = FixOSEnv(base_url=served.url).sync()
+        env.connect()
+        env.reset(task_id="easy_1", seed=2)  # then silence, with the socket still open
+        # (the first session may already be reaped: a reset can take longer than the timeout)
+        assert env.state().containers and labelled(client, test_run_id)
+        wait_for(lambda: labelled(client, test_run_id) == [], timeout=40, delay=0.5)
+        assert served.app.state.fixos.active_sessions == 0
+        code, body = served.http("POST", "/step", {"action": {"command": "true"}})
+        assert code == 404 and "POST /reset" in body["detail"]
+        with pytest.raises(RuntimeError, match="closed"):
+            env.step(FixOSAction(command="true"))
+        env.close()
+
+
+@pytest.mark.live
+def test_plain_endpoints(client, images, test_run_id):
+    with Served(client, images, test_run_id) as served:
+        assert served.http("GET", "/health") == (
+            200,
+            {"status": "healthy", "active_sessions": 0, "max_sessions": 4},
+        )
+        code, tasks = served.http("GET", "/tasks")
+        assert code == 200 and [t["id"] for t in tasks] == list(CATALOG)
+        assert not any("solution" in t or "faults" in t for t in tasks)
+        assert served.http("POST", "/reset", {"task_id": "nope"})[0] == 400
+        assert served.http("POST", "/step", {"action": {"command": "true"}})[0] == 404
+
+        code, reset = served.http("POST", "/reset", {"task_id": "easy_1", "seed": 3})
+        assert code == 200 and reset["observation"]["task_id"] == "easy_1" and reset["reward"] == 0.0
+        session = reset["session_id"]
+        code, step = served.http("POST", "/step", {"action": {"command": "ps aux"}})
+        assert code == 200 and step["session_id"] == session and step["reward"] == pytest.approx(0.1)
+        assert served.http("POST", "/step", {"action": {"cmd": "x"}})[0] == 422
+        code, step = served.http(
+            "POST", "/step", {"session_id": session, "action": {"command": "service nginx start"}}
+        )
+        assert step["done"] is True and step["observation"]["task_score"] == 1.0
+        code, state = served.http("GET", f"/state?session_id={session}")
+        assert state["final_score"] == 1.0 and state["step_count"] == 2 and state["task_id"] == "easy_1"
+        assert served.http("GET", "/health")[1]["active_sessions"] == 1
+        assert served.http("POST", "/close", {})[1] == {"session_id": session, "closed": True}
+        assert served.http("GET", "/health")[1]["active_sessions"] == 0
+
+
+@pytest.mark.live
+def test_openenv_validate_accepts_the_package_and_the_running_server(client, images, test_run_id):
+    local = subprocess.run(
+        [OPENENV, "validate", "--level", "static"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert local.returncode == 0 and "PASS  static.manifest" in local.stdout, local.stdout + local.stderr
+    with Served(client, images, test_run_id) as served:
+        running = subprocess.run([OPENENV, "validate", "--url", served.url], capture_output=True, text=True)
+    assert running.returncode == 0, running.stdout + running.stderr
+    assert labelled(client, test_run_id) == []
+
+
+@pytest.mark.live
+def test_inference_script_over_the_server(client, images, test_run_id):
+    from test_agents import ChatServer
+
+    chat = ChatServer(["```bash\nservice nginx status\n```", "```bash\nservice nginx start\n```"])
+    env = dict(os.environ, API_BASE_URL=chat.url, MODEL_NAME="scripted-model", HF_TOKEN="hf-test")
+    try:
+        with Served(client, images, test_run_id) as served:
+            env.update(FIXOS_URL=served.url, FIXOS_TASKS="easy_1")
+            done = subprocess.run(
+                [sys.executable, "inference.py"],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=180,
+            )
+    finally:
+        chat.close()
+    lines = [line for line in done.stdout.splitlines() if line.startswith("[")]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert lines == [
+        "[START] task=easy_1 env=fixos model=scripted-model",
+        '[STEP] step=1 action="service nginx status" exit=3 reward=0.30 done=false error=null',
+        '[STEP] step=2 action="service nginx start" exit=0 reward=1.00 done=true error=null',
+        "[END] success=true steps=2 score=1.00 rewards=0.30,1.00",
+    ]
+    assert chat.requests[0]["auth"] == "Bearer hf-test"
+
+
+@pytest.mark.live
+def test_fixos_serve_removes_its_containers_on_sigterm(client, images):
+    port = _free_port()
+    proc = start_fixos("serve", "--port", str(port), "--max-sessions", "2", quiet=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+
+        def up() -> bool:
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2):
+                    return True
+            except OSError:
+                return False
+
+        wait_for(up, timeout=60, delay=0.3)
+        request = urllib.request.Request(
+            url + "/reset", data=b'{"task_id": "easy_1"}', headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=120) as resp:
+            assert json.load(resp)["done"] is False
+        # the session's host, and the warm spares the first reset started
+        assert len(containers_owned_by(client, proc.pid)) >= 1
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) in (0, 130)
+        assert containers_owned_by(client, proc.pid) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for c in containers_owned_by(client, proc.pid):
+            remove_labelled(client, run_id=c.labels["fixos.run"])
