@@ -21,7 +21,7 @@ from typing import Any
 
 import docker
 import paramiko
-from docker.errors import DockerException, NotFound
+from docker.errors import APIError, DockerException, NotFound
 
 from fixos.errors import StackError
 from fixos.models import HostHandle, HttpResponse
@@ -307,14 +307,15 @@ def remove_labelled(client: docker.DockerClient, *, run_id: str | None = None) -
     """Remove containers, networks and volumes of one run, or of every FixOS run."""
     label = f"{LABEL_RUN}={run_id}" if run_id else LABEL_RUN
     removed = 0
-    for container in client.containers.list(all=True, filters={"label": label}):
+    for container in client.containers.list(all=True, filters={"label": label}, ignore_removed=True):
         try:
             container.remove(force=True, v=True)
             removed += 1
         except NotFound:
             pass
     for network in client.networks.list(filters={"label": label}):
-        with contextlib.suppress(NotFound):
+        # still in use by a container being created meanwhile: the next sweep gets it
+        with contextlib.suppress(NotFound, APIError):
             network.remove()
     for volume in client.volumes.list(filters={"label": label}):
         with contextlib.suppress(NotFound):
@@ -325,7 +326,7 @@ def remove_labelled(client: docker.DockerClient, *, run_id: str | None = None) -
 def sweep_dead_runs(client: docker.DockerClient) -> list[str]:
     """Remove what runs whose owning process died (SIGKILL, crash) left behind."""
     dead: set[str] = set()
-    objects = client.containers.list(all=True, filters={"label": LABEL_RUN})
+    objects = client.containers.list(all=True, filters={"label": LABEL_RUN}, ignore_removed=True)
     objects += client.networks.list(filters={"label": LABEL_RUN})
     for obj in objects:
         labels = obj.attrs.get("Labels") or obj.attrs.get("Config", {}).get("Labels") or {}

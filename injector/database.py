@@ -15,7 +15,7 @@ _REPORT_JOB = """#!/bin/sh
 # retried until it gets one.
 for region in $(seq 1 {n}); do
     ( until mariadb -u reports -p'{password}' shop -e 'SELECT SLEEP(86400)' >/dev/null 2>&1; do
-        sleep 1
+        sleep 0.2
     done ) &
 done
 wait

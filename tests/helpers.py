@@ -24,7 +24,7 @@ def wait_for(condition: Callable[[], bool], *, timeout: float = 30.0, delay: flo
 def labelled(client: docker.DockerClient, run_id: str) -> list[str]:
     """Names of every container, network and volume that carries the run's label."""
     label = {"label": f"{LABEL_RUN}={run_id}"}
-    found = [c.name for c in client.containers.list(all=True, filters=label)]
+    found = [c.name for c in client.containers.list(all=True, filters=label, ignore_removed=True)]
     found += [n.name for n in client.networks.list(filters=label)]
     found += [v.name for v in client.volumes.list(filters=label)]
     return found
@@ -51,6 +51,6 @@ def containers_owned_by(client: docker.DockerClient, pid: int, run_id: str | Non
     label = f"{LABEL_RUN}={run_id}" if run_id else LABEL_OWNER
     return [
         c
-        for c in client.containers.list(all=True, filters={"label": label})
+        for c in client.containers.list(all=True, filters={"label": label}, ignore_removed=True)
         if c.labels.get(LABEL_OWNER, "").split(":")[1:2] == [str(pid)]
     ]

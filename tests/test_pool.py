@@ -20,7 +20,7 @@ def catalog():
 
 
 def _containers(client, run_id: str) -> list:
-    return client.containers.list(all=True, filters={"label": f"fixos.run={run_id}"})
+    return client.containers.list(all=True, filters={"label": f"fixos.run={run_id}"}, ignore_removed=True)
 
 
 @pytest.mark.live
