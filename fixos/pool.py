@@ -95,7 +95,7 @@ class HostPool:
         """A booted stack of this shape, renamed for the episode (booted now if none is ready)."""
         shape = shape_of(hosts)
         if shape not in self._specs:
-            stack = self._new_stack(list(hosts), episode_id)
+            stack = self._new_stack(list(hosts), f"{self.run_id}-{episode_id}")
             try:
                 stack.up()
             except BaseException:

@@ -80,6 +80,21 @@ def test_warm_episodes_score_like_cold_ones_and_reuse_the_healthy_baseline(
 
 
 @pytest.mark.live
+def test_a_shape_the_pool_does_not_keep_is_booted_for_the_taker_under_the_runs_name(
+    client, images, test_run_id
+):
+    with HostPool(client, images, run_id=test_run_id, size=1, shapes=[[HostSpec(name="web")]]) as pool:
+        other = [HostSpec(name="db")]
+        stack = pool.take(other, "odd-s1-nop")
+        (container,) = [
+            c for c in _containers(client, test_run_id) if c.id == stack.hosts["db"].handle.container_id
+        ]
+        assert container.name == f"fixos-{test_run_id}-odd-s1-nop-db"
+        pool.discard(stack)
+    assert labelled(client, test_run_id) == []
+
+
+@pytest.mark.live
 def test_a_pool_of_an_unbootable_image_fails_the_taker_with_one_line(client, test_run_id):
     web = [HostSpec(name="web")]
     with HostPool(
