@@ -6,24 +6,25 @@ same order on a freshly booted host of the same image, those commands build
 the same broken world: whatever the faults drew from the seed (edits, sizes,
 names, passwords) is already written into them. Processes that a fault starts
 at "any" PID are pinned to a PID chosen here, so that the solution (which may
-``kill`` them by PID) and the playback agree, and two exports agree byte for byte.
+``kill`` them by PID) and the playback agree, and two exports agree byte for byte;
+what the task runs against them looks them up by name too (``exporter.pids``).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import docker
 
+from exporter.pids import located
 from fixos.errors import InvalidEpisode
 from fixos.models import CommandResult, InjectedFault
 from fixos.scenario import Scenario
 from fixos.solution import render
 from fixos.stack import Stack
 from injector import inject_all
-from injector.edit import spawn_command
+from injector.edit import parse_spawn, spawn_command
 from shells.base import Shell
 from verifier import Probe, refine, snapshot, verify
 from verifier.backend import testinfra_host
@@ -34,8 +35,6 @@ FIRST_PINNED_PID = 1000
 above what a booted host has used by the time its faults go in."""
 PID_STEP = 1000
 """room between two such PIDs for what the faults fork in between (a batch job's clients)."""
-
-_UNPINNED = re.compile(r"setsid (\S+) </dev/null >/dev/null 2>&1 & echo \$!")
 
 
 class CaptureShell:
@@ -54,18 +53,19 @@ class CaptureShell:
     def run(self, command: str, timeout: float | None = None) -> CommandResult:
         if not self.recording:
             return self._inner.run(command, timeout)
+        spawn = parse_spawn(command)
         pinned = None
-        match = _UNPINNED.fullmatch(command)
-        if match:
+        if spawn and spawn[1] is None:
             pinned = self._next_pid
-            command = spawn_command(match.group(1), pinned)
+            command = spawn_command(spawn[0], pinned)
             timeout = max(timeout or 0, 60)
-        self.commands.append(command)
+        # The replay starts the program even past its pin: its repair finds it by name.
+        self.commands.append(spawn_command(spawn[0], spawn[1] or pinned, strict=False) if spawn else command)
         result = self._inner.run(command, timeout)
-        if "/proc/sys/kernel/ns_last_pid" in command:  # a PID-exact spawn, the faults' own or ours
+        if spawn and (spawn[1] or pinned) is not None:
             words = result.output.split()
             if pinned is not None and (result.exit_code != 0 or words[-1:] != [str(pinned)]):
-                raise InvalidEpisode(f"cannot pin {match.group(1)} to PID {pinned}: {result.output[-200:]}")
+                raise InvalidEpisode(f"cannot pin {spawn[0]} to PID {pinned}: {result.output[-200:]}")
             if words and words[-1].isdigit():
                 got = int(words[-1])
                 self._next_pid = max(self._next_pid, (got // PID_STEP + 1) * PID_STEP)
@@ -142,7 +142,7 @@ def capture(
             faults=injected,
             checks=checks,
             baseline=baseline,
-            solution=render(scenario.solution, injected),
+            solution=render(scenario.solution, located(injected)),
             image_ids=stack.image_ids(),
         )
     finally:

@@ -25,6 +25,7 @@ from pathlib import Path
 import docker
 
 from exporter.capture import Capture, capture
+from exporter.pids import PID_OF
 from exporter.settle import settle_lines
 from fixos.errors import FixOSError
 from fixos.images import IMAGES_DIR
@@ -185,7 +186,7 @@ def break_host(cap: Capture) -> str:
         "\n"
         + "\n".join(cap.commands)
         + "\n\n# Wait for what FixOS's confirmation waited for.\n"
-        + "".join(line + "\n" for line in settle_lines(cap.faults))
+        + _with_pid_of("".join(line + "\n" for line in settle_lines(cap.faults)))
         + f": > {READY_MARKER}\n"
     )
 
@@ -196,9 +197,12 @@ def solve_sh(cap: Capture) -> str:
         f"# FixOS's reference repair of {cap.scenario.id} for seed {cap.seed} (what its oracle runs).\n"
         + _wait_ready("repair it")
         + "set -euo pipefail\n"
-        + cap.solution.rstrip("\n")
-        + "\n"
+        + _with_pid_of(cap.solution.rstrip("\n") + "\n")
     )
+
+
+def _with_pid_of(script: str) -> str:
+    return PID_OF + script if "pid_of " in script else script
 
 
 TEST_SH = f"""\

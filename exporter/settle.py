@@ -12,6 +12,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable
 
+from exporter.pids import pid_of
 from fixos.models import InjectedFault
 
 SETTLE_SECONDS = 30
@@ -27,7 +28,7 @@ def _service_killer(fault: InjectedFault) -> str:
 
 
 def _memory_hog(fault: InjectedFault) -> str:
-    pid, mb = fault.seeded["pid"], int(fault.seeded["mb"] * 0.9)
+    pid, mb = pid_of(fault.seeded["name"], fault.seeded["pid"]), int(fault.seeded["mb"] * 0.9)
     return _wait_until(f"[ \"$(awk '/VmRSS/ {{print int($2/1024)}}' /proc/{pid}/status)\" -ge {mb} ]")
 
 

@@ -12,6 +12,12 @@ from typing import Any
 from fixos.errors import InvalidEpisode
 from fixos.models import InjectedFault
 
+
+class Verbatim(str):
+    """A value written into the script as it is, not quoted: shell that an
+    exporter wrote itself (``"$(pid_of NAME 2000)"``), never seeded text."""
+
+
 _PLACEHOLDER = re.compile(r"\{\{\s*f(\d+)\.([\w.]+)\s*\}\}")
 
 
@@ -25,7 +31,8 @@ def render(script: str, faults: Sequence[InjectedFault]) -> str:
     def substitute(match: re.Match[str]) -> str:
         index, path = int(match.group(1)), match.group(2)
         try:
-            return shlex.quote(str(_lookup(faults[index].seeded, path)))
+            value = _lookup(faults[index].seeded, path)
+            return value if isinstance(value, Verbatim) else shlex.quote(str(value))
         except (IndexError, KeyError, ValueError, TypeError):
             raise InvalidEpisode(f"solution names {match.group(0)}, which no fault recorded") from None
 

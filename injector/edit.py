@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from fixos.errors import InvalidEpisode
@@ -31,16 +32,37 @@ def install_script(shell: Shell, path: str, body: str) -> None:
     )
 
 
-def spawn_command(command: str, pid: int | None) -> str:
-    """The shell line ``spawn_with_pid`` runs: it prints the new process's PID last."""
+def spawn_command(command: str, pid: int | None, *, strict: bool = True) -> str:
+    """The shell line ``spawn_with_pid`` runs: it prints the new process's PID last.
+
+    Strict, a pin the counter has already passed fails and starts nothing (FixOS
+    then calls the episode invalid). Not strict, as a replay with no one to
+    report to wants it, the program starts anyway, at whatever PID comes next.
+    """
     launch = f"setsid {command} </dev/null >/dev/null 2>&1 & echo $!"
     if pid is None:
         return launch
     counter = "read -r last < /proc/sys/kernel/ns_last_pid"
-    return (
-        f"{counter}; if [ $last -ge {pid} ]; then echo PAST $last; false; else "
-        f"while [ $last -lt {pid - 1} ]; do : & wait $!; {counter}; done; {launch}; fi"
-    )
+    climb = f"while [ $last -lt {pid - 1} ]; do : & wait $!; {counter}; done"
+    if not strict:
+        return f"{counter}; {climb}; {launch}"
+    return f"{counter}; if [ $last -ge {pid} ]; then echo PAST $last; false; else {climb}; {launch}; fi"
+
+
+_SPAWN = re.compile(
+    r"(?:read -r last < /proc/sys/kernel/ns_last_pid; (?:if \[ \$last -ge (?P<pid>\d+) \]; "
+    r"then echo PAST \$last; false; else )?while .*?; done; )?"
+    r"setsid (?P<command>\S+) </dev/null >/dev/null 2>&1 & echo \$!(?:; fi)?"
+)
+
+
+def parse_spawn(line: str) -> tuple[str, int | None] | None:
+    """``(command, pid)`` of a line ``spawn_command`` wrote, strict or not; else None."""
+    match = _SPAWN.fullmatch(line)
+    if not match:
+        return None
+    climb = re.search(r"while \[ \$last -lt (\d+) \]", line)
+    return match.group("command"), int(climb.group(1)) + 1 if climb else None
 
 
 def spawn_with_pid(shell: Shell, command: str, pid: int | None) -> int:

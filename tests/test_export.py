@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
+import shutil
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,11 +22,15 @@ import pytest
 
 from exporter import CaptureShell, ExportError, export_harbor
 from exporter.harbor import check_exportable, task_toml
+from exporter.pids import PID_OF, located
 from exporter.trial import build, run_trial
 from fixos.catalog import load_catalog
 from fixos.images import ensure_base
+from fixos.models import InjectedFault
 from fixos.scenario import HostSpec
-from fixos.stack import LABEL_RUN, remove_labelled
+from fixos.solution import render
+from fixos.stack import LABEL_RUN, LiveHost, remove_labelled
+from injector.edit import spawn_command
 from shells.fake import FakeShell
 
 CATALOG = load_catalog()
@@ -49,14 +55,29 @@ def test_capture_shell_pins_processes_started_at_any_pid() -> None:
     capture = CaptureShell(shell)
     capture.run("install the hog")
     capture.run("setsid /usr/local/bin/catalog-cache </dev/null >/dev/null 2>&1 & echo $!")
+    capture.run(spawn_command("/usr/local/bin/thumb-worker", 1500))  # a fault's own pin
     capture.stop()
     capture.run("service nginx status")
-    assert len(capture.commands) == 2
-    assert "while [ $last -lt 999 ]" in capture.commands[1]
-    assert capture.commands[1].endswith(
-        "setsid /usr/local/bin/catalog-cache </dev/null >/dev/null 2>&1 & echo $!; fi"
-    )
+    assert len(capture.commands) == 3
+    # FixOS runs the strict pin (a miss makes the export fail) ...
+    assert shell.commands[1] == spawn_command("/usr/local/bin/catalog-cache", 1000)
+    # ... and the replay the lenient one (a miss starts the program anyway).
+    assert capture.commands[1] == spawn_command("/usr/local/bin/catalog-cache", 1000, strict=False)
+    assert capture.commands[2] == spawn_command("/usr/local/bin/thumb-worker", 1500, strict=False)
+    assert "PAST" not in capture.commands[2] and "while [ $last -lt 1499 ]" in capture.commands[2]
     assert shell.commands[-1] == "service nginx status"
+
+
+def test_solution_names_pinned_processes_through_pid_of() -> None:
+    faults = [
+        InjectedFault("cpu_hog", "web", {}, {"processes": [{"name": "thumb-worker", "pid": 1000}]}, ""),
+        InjectedFault(
+            "deleted_open_file", "web", {}, {"name": "event-relay", "pid": 2000, "file": "/x y"}, ""
+        ),
+    ]
+    script = render("kill {{ f0.processes.0.pid }} {{ f1.pid }}; cat {{ f1.file }}", located(faults))
+    assert script == """kill "$(pid_of thumb-worker 1000)" "$(pid_of event-relay 2000)"; cat '/x y'"""
+    assert render("kill {{ f1.pid }}", faults) == "kill 2000"  # FixOS's own runs keep the number
 
 
 def test_task_toml_has_harbor_fields() -> None:
@@ -113,6 +134,20 @@ def exported(
 
 
 @pytest.mark.live
+@pytest.mark.live
+def test_pid_of_finds_a_process_that_missed_its_pin(live_host: LiveHost) -> None:
+    with live_host.shell() as shell:
+        shell.run("printf '#!/bin/sh\\nwhile :; do sleep 1; done\\n' > /usr/local/bin/event-relay")
+        shell.run("chmod +x /usr/local/bin/event-relay; cp /usr/local/bin/event-relay /usr/local/bin/relay")
+        real = shell.run(spawn_command("/usr/local/bin/event-relay", None)).output.split()[-1]
+        shell.run(spawn_command("/usr/local/bin/relay", None))  # a namesake's suffix must not match
+        ask = "bash -c " + shlex.quote(PID_OF + 'pid_of "$@"') + " pid_of event-relay "
+        assert shell.run(ask + real).output.strip() == real  # it landed where it was pinned
+        assert shell.run(ask + "1").output.strip() == real  # someone else holds the pinned PID
+        assert shell.run(ask + str(int(real) + 7)).output.strip() == real  # the pinned PID is free
+        assert not shell.run(ask.replace("event-relay", "audit-forwarder") + real).output.strip()
+
+
 def test_same_seed_gives_the_same_bytes(
     client: docker.DockerClient, images: dict[str, str], test_run_id: str, tmp_path: Path
 ) -> None:
@@ -124,7 +159,7 @@ def test_same_seed_gives_the_same_bytes(
     for path in first:
         assert first[path] == second[path], f"{path} differs between two exports of the same seed"
     task = tmp_path / "a" / "hard_5-s3"
-    assert re.search(r"kill 1000\b", (task / "solution" / "solve.sh").read_text())
+    assert re.search(r"kill \"\$\(pid_of [a-z-]+ 1000\)\"", (task / "solution" / "solve.sh").read_text())
     spec = json.loads((task / "tests" / "spec.json").read_text())
     assert {c["name"] for c in spec["checks"]} == set(spec["baseline"])
     assert not re.search(r"20\d\d-\d\d-\d\d", (task / "tests" / "spec.json").read_text())
@@ -147,3 +182,32 @@ def test_exported_task_scores_like_fixos_under_a_harbor_run(
     untouched = run_trial(client, task, tag, run_id=module_run_id, solve=False)
     assert untouched.reward["reward"] == 0.0, untouched.test_output
     assert {"name", "passed", "scored", "detail"} <= set(untouched.checks[0])
+
+
+@pytest.mark.live
+def test_replay_whose_pin_misses_still_scores_like_fixos(
+    client: docker.DockerClient, exported: Path, module_run_id: str, tmp_path: Path
+) -> None:
+    """A host that forked more than the exporting one (a busy boot) passes the pinned
+    PID before the replay gets there: the memory hog starts further on, the replay
+    still waits for it, the repair still finds it, the verdicts stay 1.0 / 0.0."""
+    task = tmp_path / "easy_4-s1"
+    shutil.copytree(exported / "easy_4-s1", task)
+    script = task / "environment" / "task" / "usr" / "local" / "share" / "fixos" / "break-host"
+    lines = script.read_text().splitlines(keepends=True)
+    pin = next(i for i, line in enumerate(lines) if "ns_last_pid" in line)
+    pinned = int(re.search(r"\$last -lt (\d+) \]", lines[pin]).group(1)) + 1
+    lines.insert(pin, f"for _ in $(seq 1 {pinned + 100}); do : & wait $!; done\n")
+    script.write_text("".join(lines))
+    solve = task / "solution" / "solve.sh"
+    solve.write_text(solve.read_text().replace("set -euo pipefail\n", "set -euxo pipefail\n"))
+
+    tag = f"fixos-export-test/easy_4-busy:{module_run_id}"
+    base = ensure_base(client, lambda line: None)
+    build(client, task, tag, run_id=module_run_id, buildargs={"BASE": base, "PIP_OPTIONS": PIP_OPTIONS})
+    solved = run_trial(client, task, tag, run_id=module_run_id, solve=True)
+    killed = re.findall(r"^\+ kill (\d+)$", solved.solve_output, re.MULTILINE)
+    assert killed and int(killed[0]) > pinned, solved.solve_output  # it did miss, and was found
+    assert solved.reward["reward"] == 1.0, solved.test_output + solved.solve_output
+    untouched = run_trial(client, task, tag, run_id=module_run_id, solve=False)
+    assert untouched.reward["reward"] == 0.0, untouched.test_output

@@ -1,0 +1,48 @@
+"""Processes the replay pinned to a PID, found again by name.
+
+The replay forks its way up to each pinned PID, but the host keeps forking on
+its own meanwhile (a batch job's clients, MariaDB's threads), so now and then
+the pinned process lands a few PIDs further on. Everything an exported task
+runs against such a process (the reference repair, the settle waits) asks
+``pid_of NAME PID`` instead of trusting the number: the pinned PID when it
+runs NAME, else the oldest process running ``/usr/local/bin/NAME``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from typing import Any
+
+from fixos.models import InjectedFault
+from fixos.solution import Verbatim
+
+PID_OF = (
+    "pid_of() {  # NAME PID: where the replay's process NAME runs (see exporter/pids.py)\n"
+    '    if [ "$(cat /proc/$2/comm 2>/dev/null)" = "${1:0:15}" ]; then echo "$2"; return; fi\n'
+    '    pgrep -o -f "^([^ ]+ )?/usr/local/bin/$1( |\\$)"\n'
+    "}\n"
+)
+"""the bash function every script that names a fault's PID defines first."""
+
+
+def pid_of(name: str, pid: int) -> str:
+    """A shell word for the PID of ``name``'s process, pinned at ``pid`` at export."""
+    return f'"$(pid_of {shlex.quote(name)} {int(pid)})"'
+
+
+def _located(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_located(v) for v in value]
+    if isinstance(value, dict):
+        out = {k: _located(v) for k, v in value.items()}
+        if isinstance(value.get("name"), str) and isinstance(value.get("pid"), int):
+            out["pid"] = Verbatim(pid_of(value["name"], value["pid"]))
+        return out
+    return value
+
+
+def located(faults: list[InjectedFault]) -> list[InjectedFault]:
+    """The faults as a solution for the replay should name them: each recorded
+    ``{name, pid}`` pair's PID becomes a ``pid_of`` lookup."""
+    return [dataclasses.replace(f, seeded=_located(f.seeded)) for f in faults]
