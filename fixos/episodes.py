@@ -10,6 +10,7 @@ confirm, let the agent work, verify, and always tear down.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
 import secrets
@@ -76,6 +77,8 @@ class Episode:
         self.faults: list[InjectedFault] = []
         self._baseline: dict = {}
         self._shell: Shell | None = None
+        self._harness: dict[str, Shell] = {}
+        """the harness's own session per host, opened at reset and kept for the verdicts."""
         self._checks = [
             CheckEntry(c.name, c.type, scenario.host_of(c), c.scored, c.weight, c.params)
             for c in scenario.checks
@@ -91,16 +94,13 @@ class Episode:
         else:
             self.stack.up()
         self.timings.boot = time.monotonic() - started
-        # One harness session per host for the whole reset: the agent never sees it.
-        shells = {name: host.shell() for name, host in self.stack.hosts.items()}
-        try:
-            self._record_healthy(shells)
-            faults = [(self.scenario.host_of(f), f.type, f.params) for f in self.scenario.faults]
-            self.faults = inject_all(faults, shells, self.seed)
-            broken = self._verify_with(shells, refine_baseline=True)
-        finally:
-            for shell in shells.values():
-                shell.close()
+        # One harness session per host, never handed to the agent; kept open for
+        # the verdicts, which then skip a session's start (~50 ms each).
+        shells = self._harness_shells()
+        self._record_healthy(shells)
+        faults = [(self.scenario.host_of(f), f.type, f.params) for f in self.scenario.faults]
+        self.faults = inject_all(faults, shells, self.seed)
+        broken = self._verify_with(shells, refine_baseline=True)
         if broken.solved:
             raise InvalidEpisode("the injected faults left every scored check passing")
         self.timings.reset = time.monotonic() - started
@@ -137,7 +137,7 @@ class Episode:
         return self.stack.hosts[self.scenario.hosts[0].name]
 
     def verify(self) -> Verdict:
-        """Judge the hosts now, each through a fresh session the agent never touched."""
+        """Judge the hosts now, through the harness's own sessions (never the agent's)."""
         started = time.monotonic()
         verdict = self._verify_now(patient=True)
         self.timings.verify = time.monotonic() - started
@@ -150,8 +150,11 @@ class Episode:
 
     def close(self) -> None:
         try:
-            if self._shell is not None:
-                self._shell.close()
+            for shell in [self._shell, *self._harness.values()]:
+                if shell is not None:
+                    with contextlib.suppress(Exception):
+                        shell.close()
+            self._harness.clear()
         finally:
             if self.pool is not None:
                 self.pool.discard(self.stack)  # removed in the background, off the episode's clock
@@ -172,12 +175,23 @@ class Episode:
     # -- helpers ----------------------------------------------------------
 
     def _verify_now(self, *, patient: bool = False) -> Verdict:
-        shells = {name: host.shell() for name, host in self.stack.hosts.items()}
-        try:
-            return self._verify_with(shells, patient=patient)
-        finally:
-            for shell in shells.values():
-                shell.close()
+        return self._verify_with(self._harness_shells(), patient=patient)
+
+    def _harness_shells(self) -> dict[str, Shell]:
+        """The harness's session on each host, replaced by a fresh one where it no
+        longer answers as itself (the agent may kill, stop or take over processes)."""
+        for name, host in self.stack.hosts.items():
+            shell = self._harness.get(name)
+            if shell is not None:
+                token = secrets.token_hex(8)
+                with contextlib.suppress(ShellError):
+                    answer = shell.run(f"builtin echo {token}", timeout=5)
+                    if answer.ok and answer.output.strip() == token:
+                        continue
+                with contextlib.suppress(Exception):
+                    shell.close()
+            self._harness[name] = host.shell()
+        return dict(self._harness)
 
     def _verify_with(
         self,

@@ -28,7 +28,10 @@ class Shell(Protocol):
     """A persistent session: cwd and exported variables survive between commands."""
 
     def run(self, command: str, timeout: float | None = None) -> CommandResult:
-        """Run ``command`` through bash; never raises for the command's own failure."""
+        """Run ``command`` through bash; never raises for the command's own failure.
+
+        Safe to call from several threads (the verifier's checks do): the
+        commands then run one after another."""
         ...
 
     def close(self) -> None: ...

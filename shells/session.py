@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import threading
 import time
 
 from fixos.errors import ShellError
@@ -103,6 +104,8 @@ class BashSession:
         self._pgid = 0
         self._open_stream = False
         self._last: tuple[str, bool] = ("", False)
+        # Checks may run in threads over one verifier session: one command at a time.
+        self._turn = threading.Lock()
 
     # -- what a transport provides ------------------------------------------
 
@@ -169,6 +172,10 @@ class BashSession:
     # -- running commands -----------------------------------------------------
 
     def run(self, command: str, timeout: float | None = None) -> CommandResult:
+        with self._turn:
+            return self._run(command, timeout)
+
+    def _run(self, command: str, timeout: float | None) -> CommandResult:
         if not self._open_stream:
             raise ShellError("shell is closed")
         timeout = self.default_timeout if timeout is None else timeout

@@ -77,6 +77,22 @@ def test_a_partial_repair_gets_partial_credit(client, images, test_run_id, easy_
     assert failed == ["the site serves its real home page from outside"]
 
 
+def test_verdicts_survive_an_agent_that_stops_or_kills_the_harness_session(
+    client, images, test_run_id, easy_1
+):
+    others = "$(pgrep -x bash | grep -vx $$)"  # every bash but the agent's own
+    with Episode(easy_1, 1, client=client, images=images, run_id=test_run_id) as ep:
+        assert ep.shell.run(f'[ -n "{others}" ]').ok, "the harness keeps a session on the host"
+        ep.shell.run(f"kill -STOP {others}")
+        assert ep.verify().reward == 0.0
+        ep.shell.run("service nginx start")
+        ep.shell.run(f"kill -KILL {others}")
+        assert ep.verify().reward == 1.0
+        ep.shell.run("service nginx stop")
+        assert ep.verify().reward == 0.0  # a fresh session, not a stale answer
+    assert labelled(client, test_run_id) == []
+
+
 def test_an_exception_mid_episode_leaves_nothing(client, images, test_run_id, easy_1):
     with (
         pytest.raises(RuntimeError, match="agent crashed"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from shells.base import OUTPUT_LIMIT, TIMEOUT_EXIT_CODE
@@ -95,3 +97,13 @@ def test_marker_lookalikes_in_output_do_not_confuse_framing(shell):
 def test_heredocs_and_quotes_pass_through(shell):
     script = "cat > /tmp/x <<'EOF'\nline 'one'\n\"two\" $HOME\nEOF\ncat /tmp/x"
     assert shell.run(script).output == "line 'one'\n\"two\" $HOME\n"
+
+
+def test_threads_sharing_a_session_each_get_their_own_answer(shell):
+    def ask(i: int) -> tuple[int, str, int]:
+        result = shell.run(f"sleep 0.0{i % 3}; echo answer-{i}; exit_code={i % 5}; (exit $exit_code)")
+        return i, result.output.strip(), result.exit_code
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(ask, range(24)))
+    assert answers == [(i, f"answer-{i}", i % 5) for i in range(24)]

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import time
 
 from fixos.models import CheckResult, HttpResponse, Outcome
 from fixos.registry import Registry
 from shells import FakeShell
 from verifier import Check, Probe
+from verifier.base import CheckParams
 from verifier.files import FileUnchanged
 from verifier.http import HttpPage
 from verifier.verify import CheckEntry, reward_of, snapshot, verify
@@ -127,3 +129,30 @@ def test_a_file_left_as_the_fault_left_it_passes_the_gate():
     assert check.evaluate(probe(access), baseline).passed
     access.files["/etc/site"] = b"root /srv/stub;"
     assert not check.evaluate(probe(access), baseline).passed
+
+
+class Waiting(Check):
+    """Waits like a check on the engine or on a hold period, then names itself."""
+
+    type = "waiting"
+
+    class Params(CheckParams):
+        seconds: float
+        label: str
+
+    def evaluate(self, probe: Probe, baseline: object) -> Outcome:
+        time.sleep(self.params.seconds)
+        return Outcome(True, self.params.label)
+
+
+def test_checks_wait_side_by_side_and_keep_their_order():
+    registry: Registry[Check] = Registry("check type", {"waiting": Waiting})
+    entries = [
+        CheckEntry(f"c{i}", "waiting", "web", True, 1.0, Waiting.Params(seconds=0.4 - 0.1 * i, label=f"c{i}"))
+        for i in range(4)
+    ]
+    started = time.monotonic()
+    verdict = verify(entries, {"web": probe(FakeAccess())}, {}, registry=registry)
+    took = time.monotonic() - started
+    assert [c.detail for c in verdict.checks] == ["c0", "c1", "c2", "c3"]
+    assert took < 0.9  # one after another: 1.0 s
