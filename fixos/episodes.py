@@ -96,6 +96,7 @@ class Episode:
         self.timings.boot = time.monotonic() - started
         # One harness session per host, never handed to the agent; kept open for
         # the verdicts, which then skip a session's start (~50 ms each).
+        self._harness.update(self.stack.take_shells())
         shells = self._harness_shells()
         self._record_healthy(shells)
         faults = [(self.scenario.host_of(f), f.type, f.params) for f in self.scenario.faults]

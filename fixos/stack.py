@@ -26,6 +26,7 @@ from docker.errors import APIError, DockerException, NotFound
 from fixos.errors import StackError
 from fixos.models import HostHandle, HttpResponse
 from fixos.scenario import HostSpec
+from shells.base import Shell
 from shells.exec import ExecShell
 from shells.ssh import SshShell, new_key, public_line
 
@@ -198,6 +199,7 @@ class Stack:
             LABEL_EPISODE: episode_id,
         }
         self._containers: list[Any] = []
+        self._boot_shells: dict[str, Shell] = {}
         self._network: Any = None
         self._key = new_key()
         self.hosts: dict[str, LiveHost] = {}
@@ -245,25 +247,27 @@ class Stack:
         command = " && ".join(probes) or "true"
         deadline = time.monotonic() + BOOT_TIMEOUT
         hints = " && ".join(f"[ {READY_HINTS[s]} ]" for s in spec.services if s in READY_HINTS) or "true"
-        with host.shell() as shell:
-            authorized = shlex.quote(public_line(self._key, f"fixos-{self.episode_id}"))
-            shell.run(f"printf '%s\\n' {authorized} > /root/.ssh/authorized_keys", timeout=10)
-            # `read -t` on a pipe nobody writes is a sleep without a fork.
-            shell.run(
-                f"exec 9<> <(:); for ((i = 0; i < {int(BOOT_TIMEOUT * 20)}; i++)); do "
-                f"{hints} && break; read -t 0.05 -u 9; done; exec 9<&-",
-                timeout=BOOT_TIMEOUT + 5,
-            )
-            while True:
-                result = shell.run(command, timeout=10)
-                if result.ok:
-                    return
-                if time.monotonic() > deadline:
-                    raise StackError(
-                        f"host {spec.name} of {self.episode_id} not ready after "
-                        f"{BOOT_TIMEOUT:g}s: {result.output.strip()[-200:]}"
-                    )
-                time.sleep(0.05)
+        # The session that waits for the boot stays open: the episode's harness
+        # adopts it (``take_shells``) instead of starting one of its own.
+        shell = self._boot_shells[spec.name] = host.shell()
+        authorized = shlex.quote(public_line(self._key, f"fixos-{self.episode_id}"))
+        shell.run(f"printf '%s\\n' {authorized} > /root/.ssh/authorized_keys", timeout=10)
+        # `read -t` on a pipe nobody writes is a sleep without a fork.
+        shell.run(
+            f"exec 9<> <(:); for ((i = 0; i < {int(BOOT_TIMEOUT * 20)}; i++)); do "
+            f"{hints} && break; read -t 0.05 -u 9; done; exec 9<&-",
+            timeout=BOOT_TIMEOUT + 5,
+        )
+        while True:
+            result = shell.run(command, timeout=10)
+            if result.ok:
+                return
+            if time.monotonic() > deadline:
+                raise StackError(
+                    f"host {spec.name} of {self.episode_id} not ready after "
+                    f"{BOOT_TIMEOUT:g}s: {result.output.strip()[-200:]}"
+                )
+            time.sleep(0.05)
 
     def claim(self, episode_id: str) -> None:
         """Hand a warm stack to an episode: its containers take the episode's name.
@@ -285,8 +289,17 @@ class Stack:
     def image_ids(self) -> dict[str, str]:
         return {c.attrs["Config"]["Image"]: c.attrs["Image"] for c in self._containers}
 
+    def take_shells(self) -> dict[str, Shell]:
+        """The sessions that waited for each host's boot (clean environment, never an
+        agent's), handed over once; the taker closes them."""
+        shells, self._boot_shells = self._boot_shells, {}
+        return shells
+
     def down(self) -> None:
         """Remove everything this stack created; safe to call twice."""
+        for shell in self.take_shells().values():
+            with contextlib.suppress(Exception):
+                shell.close()
         for container in self._containers:
             with contextlib.suppress(NotFound):
                 container.remove(force=True, v=True)

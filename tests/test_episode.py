@@ -82,6 +82,7 @@ def test_verdicts_survive_an_agent_that_stops_or_kills_the_harness_session(
 ):
     others = "$(pgrep -x bash | grep -vx $$)"  # every bash but the agent's own
     with Episode(easy_1, 1, client=client, images=images, run_id=test_run_id) as ep:
+        assert ep.stack.take_shells() == {}, "the harness adopted the session that waited for the boot"
         assert ep.shell.run(f'[ -n "{others}" ]').ok, "the harness keeps a session on the host"
         ep.shell.run(f"kill -STOP {others}")
         assert ep.verify().reward == 0.0

@@ -39,6 +39,11 @@ def test_pool_keeps_spares_hands_them_over_renamed_and_removes_everything(client
         assert container.status == "running"
         with stack.hosts["web"].shell() as shell:
             assert shell.run("curl -fsS -o /dev/null http://127.0.0.1/ && service mariadb status").ok
+        # the session that waited for the boot comes along, once, for the harness
+        (name, boot_shell), *more = stack.take_shells().items()
+        assert name == "web" and not more and stack.take_shells() == {}
+        assert boot_shell.run('echo $PWD; [ -z "$PS1" ]').output.strip() == "/root"
+        boot_shell.close()
         # the pool refills to its size while the taken stack is in use
         wait_for(lambda: pool.ready_count() == 2, timeout=120)
         assert len(_containers(client, test_run_id)) == 3
