@@ -36,6 +36,7 @@ from shells.base import Shell
 from shells.recording import RecordingShell
 from verifier import Probe, refine, snapshot, verify
 from verifier.backend import testinfra_host
+from verifier.exits import wait_for_exits
 from verifier.verify import CheckEntry
 
 
@@ -138,9 +139,12 @@ class Episode:
         return self.stack.hosts[self.scenario.hosts[0].name]
 
     def verify(self) -> Verdict:
-        """Judge the hosts now, through the harness's own sessions (never the agent's)."""
+        """Judge the hosts, through the harness's own sessions (never the agent's),
+        once the processes the agent killed have finished exiting (verifier.exits)."""
         started = time.monotonic()
-        verdict = self._verify_now(patient=True)
+        shells = self._harness_shells()
+        wait_for_exits(shells)
+        verdict = self._verify_with(shells, patient=True)
         self.timings.verify = time.monotonic() - started
         return verdict
 
@@ -175,8 +179,8 @@ class Episode:
 
     # -- helpers ----------------------------------------------------------
 
-    def _verify_now(self, *, patient: bool = False) -> Verdict:
-        return self._verify_with(self._harness_shells(), patient=patient)
+    def _verify_now(self) -> Verdict:
+        return self._verify_with(self._harness_shells())
 
     def _harness_shells(self) -> dict[str, Shell]:
         """The harness's session on each host, replaced by a fresh one where it no

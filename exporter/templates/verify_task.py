@@ -23,6 +23,7 @@ from pathlib import Path
 from fixos.models import CommandResult, HttpResponse
 from verifier.backend import testinfra_host
 from verifier.base import CHECKS, Probe
+from verifier.exits import wait_for_exits
 from verifier.verify import CheckEntry, verify
 
 CLEAN_ENV = {
@@ -108,6 +109,7 @@ def main(spec_path: str, out_dir: str) -> int:
         host: Probe(testinfra_host(shell, host), shell, LocalAccess(), patient=True)
         for host in {e.host for e in entries}
     }
+    wait_for_exits({"local": shell})
     verdict = verify(entries, probes, spec["baseline"])
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

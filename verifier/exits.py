@@ -1,0 +1,81 @@
+"""Wait for the processes a host is still tearing down before judging it.
+
+``kill`` returns as soon as the signal is queued; the process lets go of its
+memory, its open (even deleted) files and its ports only when it next runs and
+exits. On a busy machine that is tens of milliseconds later, while a verdict
+taken right after an agent's last command starts in a few: a correct repair
+would be scored by chance. So the final verdict first waits, briefly and only
+while something is actually dying, for the kernel to finish.
+
+A process is dying when it has started to exit (``PF_EXITING`` in
+/proc/PID/stat, not yet a zombie) or when a fatal signal is on its way: the
+kernel turns a signal the process neither handles, ignores nor blocks into a
+pending SIGKILL on every thread at the moment ``kill`` is sent. A process
+that catches the signal is left alone: whether it exits is up to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections.abc import Mapping
+
+from fixos.errors import ShellError
+from shells.base import Shell
+
+# One line per fact, each prefixed by its file: grep -H needs no loop in bash
+# and reads a process that vanishes mid-way as nothing.
+DYING_PROBE = "grep -s -H -E '^(SigPnd|ShdPnd):' /proc/[0-9]*/status; grep -s -H '' /proc/[0-9]*/stat; true"
+
+_PF_EXITING = 0x4
+_SIGKILL = 1 << (9 - 1)
+_LINE = re.compile(r"^/proc/(\d+)/(status|stat):(.*)$")
+
+SETTLE_LIMIT = 10.0
+"""Longest wait: a host that keeps something dying (a loop of kills) is judged anyway."""
+
+
+def dying(text: str) -> list[int]:
+    """PIDs that are exiting or have a SIGKILL pending, from ``DYING_PROBE``'s output."""
+    found: set[int] = set()
+    for line in text.splitlines():
+        match = _LINE.match(line)
+        if match is None:
+            continue
+        pid, kind, rest = int(match[1]), match[2], match[3]
+        if kind == "status":
+            _, _, mask = rest.partition(":")
+            with contextlib.suppress(ValueError):
+                if int(mask.strip(), 16) & _SIGKILL:
+                    found.add(pid)
+            continue
+        # The command name may hold spaces and parentheses: fields start after the last ")".
+        fields = rest[rest.rfind(")") + 1 :].split()
+        if len(fields) < 7 or fields[0] in ("Z", "X", "x"):
+            continue
+        with contextlib.suppress(ValueError):
+            if int(fields[6]) & _PF_EXITING:
+                found.add(pid)
+    return sorted(found)
+
+
+def dying_on(shell: Shell) -> list[int]:
+    """What is dying on the host now; nothing when the host cannot say (no grep, no answer)."""
+    try:
+        out = shell.run(DYING_PROBE, timeout=10)
+    except ShellError:
+        return []
+    return dying(out.output)
+
+
+def wait_for_exits(shells: Mapping[str, Shell], *, limit: float = SETTLE_LIMIT, poll: float = 0.02) -> float:
+    """Wait until nothing is dying on any host, at most ``limit`` seconds; the time waited."""
+    started = time.monotonic()
+    pending = dict(shells)
+    while pending:
+        pending = {name: shell for name, shell in pending.items() if dying_on(shell)}
+        if not pending or time.monotonic() - started >= limit:
+            break
+        time.sleep(poll)
+    return time.monotonic() - started
