@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import re
 import shlex
+import time
 
 from agents.base import Task
 from shells.base import Shell
@@ -88,6 +89,17 @@ class BaselineAgent:
 
     def healthy(self) -> bool:
         return self.http_code("/") == "200" and self.http_code("/status") == "200"
+
+    def sql(self, statement: str, *, tries: int = 10) -> str:
+        """As root, retried while a flood of clients mid-handshake holds even
+        root's spare connection slot ("Too many connections")."""
+        out = ""
+        for _ in range(tries):
+            out = self.run(f"mariadb -N -e {shlex.quote(statement)}")
+            if "Too many connections" not in out:
+                break
+            time.sleep(0.3)
+        return out
 
     def kill(self, pids: list[str]) -> None:
         if pids:
@@ -271,12 +283,12 @@ class BaselineAgent:
         ini = dict(re.findall(r"^(\w+) = (.*)$", self.run(f"cat {APP_INI}"), re.MULTILINE))
         user = ini.get("user", "shop")
         if "Too many connections" in log:
-            rows = self.run("mariadb -N -e 'SELECT user FROM information_schema.PROCESSLIST'").split()
+            rows = self.sql("SELECT user FROM information_schema.PROCESSLIST").split()
             hogs = {u for u in rows if rows.count(u) > 5 and u not in ("root", user)}
             parents = self.run("ps -o ppid= -C mariadb | sort -u").split()
             self.kill([p for p in parents if p != "1"])
             for hog in hogs:
-                self.run(f"mariadb -e {shlex.quote(f'KILL USER {hog}')}")
+                self.sql(f"KILL USER {hog}")
         elif "Access denied" in log and "password" in ini:
             statement = f"ALTER USER '{user}'@'localhost' IDENTIFIED BY '{ini['password']}'"
             self.run(f"mariadb -e {shlex.quote(statement)}")

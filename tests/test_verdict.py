@@ -156,3 +156,34 @@ def test_checks_wait_side_by_side_and_keep_their_order():
     took = time.monotonic() - started
     assert [c.detail for c in verdict.checks] == ["c0", "c1", "c2", "c3"]
     assert took < 0.9  # one after another: 1.0 s
+
+
+class Timed(Waiting):
+    """Waits, and records when it started and ended."""
+
+    spans: dict[str, tuple[float, float]] = {}
+
+    def evaluate(self, probe: Probe, baseline: object) -> Outcome:
+        started = time.monotonic()
+        outcome = super().evaluate(probe, baseline)
+        self.spans[self.params.label] = (started, time.monotonic())
+        return outcome
+
+
+class TimedAlone(Timed):
+    alone = True
+
+
+def test_a_check_that_needs_the_host_alone_runs_before_the_others():
+    registry: Registry[Check] = Registry("check type", {"timed": Timed, "alone": TimedAlone})
+    Timed.spans = {}
+    entries = [
+        CheckEntry("a", "timed", "web", True, 1.0, Timed.Params(seconds=0.2, label="a")),
+        CheckEntry("cpu", "alone", "web", True, 1.0, Timed.Params(seconds=0.2, label="cpu")),
+        CheckEntry("b", "timed", "web", True, 1.0, Timed.Params(seconds=0.2, label="b")),
+    ]
+    verdict = verify(entries, {"web": probe(FakeAccess())}, {}, registry=registry)
+    assert [c.detail for c in verdict.checks] == ["a", "cpu", "b"]
+    spans = Timed.spans
+    assert spans["cpu"][1] <= min(spans["a"][0], spans["b"][0]), spans
+    assert abs(spans["a"][0] - spans["b"][0]) < 0.15, "the others still run side by side"

@@ -49,6 +49,9 @@ class Check:
 
     type: ClassVar[str]
     Params: ClassVar[type[CheckParams]] = CheckParams
+    alone: ClassVar[bool] = False
+    """Looks at the host before the other checks start, with nothing else running:
+    for a check that other checks' probes would disturb (a CPU sample)."""
 
     def __init__(self, params: CheckParams) -> None:
         self.params = params

@@ -42,6 +42,7 @@ class NoCpuHog(Check):
     (time on a CPU plus time waiting for one: a hog on a busy machine still shows)."""
 
     type = "no_cpu_hog"
+    alone = True  # HTTP and SQL checks make nginx, php-fpm and MariaDB busy
 
     class Params(CheckParams):
         max_percent: int = Field(default=30, ge=1, le=100)

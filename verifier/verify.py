@@ -7,7 +7,7 @@ of scored checks that pass. Every check runs, so the evidence is complete.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -40,16 +40,26 @@ def _build(entries: Sequence[CheckEntry], registry: Registry[Check]) -> list[tup
     return [(e, registry.get(e.type)(e.params)) for e in entries]
 
 
-def _all_at_once(work: Sequence[Callable[[], Any]]) -> list[Future[Any]]:
-    """Run every check's look at once, each in a thread, and wait for all.
+def _all_at_once(work: Sequence[tuple[Callable[[], Any], bool]]) -> list[Future[Any]]:
+    """Run every check's look, each in a thread, and wait for all.
 
     Checks mostly wait: on the engine (file archives), on HTTP from outside,
     on hold periods, and on the verifier's session, which runs one command at
     a time. Side by side those waits overlap, and a verdict takes about as long
-    as the session's share of it rather than the sum of all.
+    as the session's share of it rather than the sum of all. A look flagged
+    ``alone`` (``Check.alone``) runs first, by itself: the others' probes keep
+    the host's daemons busy, and a CPU sample would count that against them.
     """
     with ThreadPoolExecutor(max_workers=max(1, min(len(work), MAX_CHECKS_AT_ONCE))) as pool:
-        return [pool.submit(job) for job in work]
+        futures: dict[int, Future[Any]] = {}
+        for i, (job, alone) in enumerate(work):
+            if alone:
+                futures[i] = pool.submit(job)
+                wait([futures[i]])
+        for i, (job, alone) in enumerate(work):
+            if not alone:
+                futures[i] = pool.submit(job)
+        return [futures[i] for i in range(len(work))]
 
 
 def _gather(
@@ -60,7 +70,9 @@ def _gather(
     moment: str,
 ) -> Baseline:
     built = _build(entries, registry)
-    futures = _all_at_once([partial(look, check, probes[entry.host], entry.name) for entry, check in built])
+    futures = _all_at_once(
+        [(partial(look, check, probes[entry.host], entry.name), check.alone) for entry, check in built]
+    )
     gathered = {}
     for (entry, _), future in zip(built, futures, strict=True):
         exc = future.exception()
@@ -112,7 +124,10 @@ def verify(
 ) -> Verdict:
     built = _build(entries, registry)
     futures = _all_at_once(
-        [partial(_evaluate, check, probes[entry.host], baseline.get(entry.name)) for entry, check in built]
+        [
+            (partial(_evaluate, check, probes[entry.host], baseline.get(entry.name)), check.alone)
+            for entry, check in built
+        ]
     )
     results = []
     for (entry, _), future in zip(built, futures, strict=True):
