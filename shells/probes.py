@@ -9,21 +9,21 @@ the baseline agent (both run them through their own sessions)."""
 # innocent. schedstat covers the main thread only, so the figure is the larger of
 # demand and CPU time of all threads (/proc/PID/stat); an old kernel without
 # schedstat gets CPU time alone. The shell that samples is left out (its own
-# loop is the busiest thing while it reads /proc), and the figures are shares of
-# the time that really passed between the samples (/proc/uptime), which on a
-# loaded machine is more than the half second asked for.
+# loop is the busiest thing while it reads /proc), and each process's figure is a
+# share of the time that really passed between its two readings (/proc/uptime,
+# read beside each): on a loaded machine the passes over /proc slow down, and
+# the window is more than the half second asked for.
 CPU_SAMPLE = r"""
-snap() { read -r up _ < /proc/uptime; echo "T $up"
-  for d in /proc/[0-9]*; do read -r l < "$d/stat" 2>/dev/null || continue
-  s=; read -r s < "$d/schedstat" 2>/dev/null; echo "${s:--} $l"; done; }
+snap() { for d in /proc/[0-9]*; do read -r up _ < /proc/uptime; read -r l < "$d/stat" 2>/dev/null || continue
+  s=; read -r s < "$d/schedstat" 2>/dev/null; echo "$up ${s:--} $l"; done; }
 a=$(mktemp); b=$(mktemp); snap > "$a"; sleep 0.5; snap > "$b"
-awk -v hz="$(getconf CLK_TCK)" -v self="$$" '$1 == "T" { if (FNR == NR) t0 = $2; else dt = $2 - t0; next }
-  { match($0, /\(.*\)/); c = substr($0, RSTART + 1, RLENGTH - 2);
-  split(substr($0, RSTART + RLENGTH + 1), f, " "); pid = ($1 == "-") ? $2 : $4
-  cpu = (f[12] + f[13]) * 1e9 / hz; dem = ($1 == "-") ? 0 : $1 + $2 }
+awk -v hz="$(getconf CLK_TCK)" -v self="$$" '{ match($0, /\(.*\)/); c = substr($0, RSTART + 1, RLENGTH - 2);
+  split(substr($0, RSTART + RLENGTH + 1), f, " "); pid = ($2 == "-") ? $3 : $5
+  cpu = (f[12] + f[13]) * 1e9 / hz; dem = ($2 == "-") ? 0 : $2 + $3 }
   pid == self { next }
-  FNR == NR { ac[pid] = cpu; ad[pid] = dem; next }
-  (pid in ac) { if (dt < 0.5) dt = 0.5; p = (cpu - ac[pid]) / (dt * 1e7); q = (dem - ad[pid]) / (dt * 1e7)
-    if (q > p) p = q; if (p >= 1) printf "%s %s %d\n", pid, c, p }' "$a" "$b"
+  FNR == NR { at[pid] = $1; ac[pid] = cpu; ad[pid] = dem; next }
+  (pid in ac) { w = $1 - at[pid]; if (w < 0.5) w = 0.5
+    p = (cpu - ac[pid]) / (w * 1e7); q = (dem - ad[pid]) / (w * 1e7); if (q > p) p = q
+    if (p >= 1) printf "%s %s %d\n", pid, c, p }' "$a" "$b"
 rm -f "$a" "$b"
 """

@@ -12,6 +12,7 @@ from verifier import Check, Probe
 from verifier.base import CheckParams
 from verifier.files import FileUnchanged
 from verifier.http import HttpPage
+from verifier.system import NoCpuHog
 from verifier.verify import CheckEntry, reward_of, snapshot, verify
 
 
@@ -187,3 +188,17 @@ def test_a_check_that_needs_the_host_alone_runs_before_the_others():
     spans = Timed.spans
     assert spans["cpu"][1] <= min(spans["a"][0], spans["b"][0]), spans
     assert abs(spans["a"][0] - spans["b"][0]) < 0.15, "the others still run side by side"
+
+
+def test_the_final_verdict_counts_only_what_is_busy_in_two_samples():
+    samples = iter(["1346 php-fpm8.2 182\n270 sh 100\n", "270 sh 99\n", "1346 php-fpm8.2 40\n"])
+    shell = FakeShell(lambda command: next(samples))
+    check = NoCpuHog(NoCpuHog.Params())
+    final = check.evaluate(Probe(host=None, shell=shell, access=FakeAccess()), None)  # type: ignore[arg-type]
+    assert not final.passed and final.detail == "busy: sh (PID 270) at 99%"
+    assert len(shell.commands) == 2
+    running = check.evaluate(Probe(None, shell, FakeAccess(), patient=False), None)  # type: ignore[arg-type]
+    assert running.detail == "busy: php-fpm8.2 (PID 1346) at 40%", "one sample while the agent works"
+    quiet = iter(["1346 php-fpm8.2 182\n", "1346 php-fpm8.2 3\n"])
+    calm = FakeShell(lambda command: next(quiet))
+    assert check.evaluate(Probe(None, calm, FakeAccess()), None).passed  # type: ignore[arg-type]
