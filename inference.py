@@ -22,9 +22,9 @@ import os
 import sys
 import urllib.request
 
-from agents.llm import OUTPUT_CAP, SYSTEM_PROMPT, LlmAgent, LlmError, command_of
-from server import FixOSAction, FixOSEnv
-from server.models import DONE_COMMAND
+from fixos.agents.llm import OUTPUT_CAP, SYSTEM_PROMPT, LlmAgent, LlmError, command_of
+from fixos.server import FixOSAction, FixOSEnv
+from fixos.server.models import DONE_COMMAND
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 

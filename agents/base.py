@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from fixos.errors import FixOSError, UnknownTypeError
-from fixos.registry import Registry
-from shells.base import Shell
+from fixos.core.errors import FixOSError, UnknownTypeError
+from fixos.core.registry import Registry
+from fixos.shells.base import Shell
 
 
 @dataclass(frozen=True)
@@ -56,13 +56,13 @@ class Agent(Protocol):
 AGENTS: Registry[Agent] = Registry(
     "agent",
     {
-        "oracle": "agents.oracle:OracleAgent",
-        "nop": "agents.nop:NopAgent",
-        "partial": "agents.oracle:PartialAgent",
-        "baseline": "agents.baseline:BaselineAgent",
-        "llm": "agents.llm:LlmAgent",
-        "external": "agents.external:ExternalAgent",
-        "human": "agents.human:HumanAgent",
+        "oracle": "fixos.agents.oracle:OracleAgent",
+        "nop": "fixos.agents.nop:NopAgent",
+        "partial": "fixos.agents.oracle:PartialAgent",
+        "baseline": "fixos.agents.baseline:BaselineAgent",
+        "llm": "fixos.agents.llm:LlmAgent",
+        "external": "fixos.agents.external:ExternalAgent",
+        "human": "fixos.agents.human:HumanAgent",
     },
 )
 

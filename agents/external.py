@@ -11,9 +11,9 @@ import select
 import sys
 import time
 
-from agents.base import Task
-from fixos.errors import FixOSError
-from shells.base import Shell
+from fixos.agents.base import Task
+from fixos.core.errors import FixOSError
+from fixos.shells.base import Shell
 
 VERIFY_REQUEST = "verify.request"
 

@@ -23,10 +23,10 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from agents.base import Task
-from fixos.errors import FixOSError
-from fixos.models import Verdict
-from shells.base import Shell
+from fixos.agents.base import Task
+from fixos.core.errors import FixOSError
+from fixos.core.models import Verdict
+from fixos.shells.base import Shell
 
 SYSTEM_PROMPT = """You are an experienced site reliability engineer, logged in as root on a \
 broken Debian server (sysvinit: use `service NAME start|stop|status`). Work like a careful \

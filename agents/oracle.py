@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import shlex
 
-from agents.base import Task
-from shells.base import Shell
+from fixos.agents.base import Task
+from fixos.shells.base import Shell
 
 
 class OracleAgent:

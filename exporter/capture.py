@@ -17,18 +17,18 @@ from typing import Any
 
 import docker
 
-from exporter.pids import located
-from fixos.errors import InvalidEpisode
-from fixos.models import CommandResult, InjectedFault
-from fixos.scenario import Scenario
-from fixos.solution import render
-from fixos.stack import Stack
-from injector import inject_all
-from injector.edit import parse_spawn, spawn_command
-from shells.base import Shell
-from verifier import Probe, refine, snapshot, verify
-from verifier.backend import testinfra_host
-from verifier.verify import CheckEntry
+from fixos.core.errors import InvalidEpisode
+from fixos.core.models import CommandResult, InjectedFault
+from fixos.exporter.pids import located
+from fixos.injector import inject_all
+from fixos.injector.edit import parse_spawn, spawn_command
+from fixos.scenarios.schema import Scenario
+from fixos.scenarios.solution import render
+from fixos.shells.base import Shell
+from fixos.stack.hosts import Stack
+from fixos.verifier import Probe, refine, snapshot, verify
+from fixos.verifier.backend import testinfra_host
+from fixos.verifier.verify import CheckEntry
 
 FIRST_PINNED_PID = 1000
 """where PIDs the faults leave to chance start: above the named ones (909-922) and

@@ -15,6 +15,7 @@ timestamps, sorted JSON, so the same seed gives the same bytes.
 
 from __future__ import annotations
 
+import importlib
 import json
 import shlex
 import shutil
@@ -24,21 +25,21 @@ from pathlib import Path
 
 import docker
 
-from exporter.capture import Capture, capture
-from exporter.pids import PID_OF
-from exporter.settle import settle_lines
-from fixos.errors import FixOSError
-from fixos.images import IMAGES_DIR
-from fixos.scenario import Scenario
-from fixos.stack import READY_PROBES
-from shells.session import CLEAN_ENV
+from fixos.core.errors import FixOSError
+from fixos.exporter.capture import Capture, capture
+from fixos.exporter.pids import PID_OF
+from fixos.exporter.settle import settle_lines
+from fixos.scenarios.schema import Scenario
+from fixos.shells.session import CLEAN_ENV
+from fixos.stack.hosts import READY_PROBES
+from fixos.stack.images import IMAGES_DIR
 
-REPO = Path(__file__).resolve().parent.parent
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 READY_MARKER = "/run/fixos-ready"
 VERIFIER_VENV = "/opt/fixos-verifier"
-VENDORED = ["fixos/__init__.py", "fixos/errors.py", "fixos/models.py", "fixos/registry.py", "shells/base.py"]
-VENDORED += ["shells/probes.py"]
+# Modules the exported verifier needs, written under lib/ at their package paths.
+VENDORED = ["fixos", "fixos.core", "fixos.core.errors", "fixos.core.models", "fixos.core.registry"]
+VENDORED += ["fixos.shells.base", "fixos.shells.probes", "fixos.verifier"]
 VERIFIER_TIMEOUT = 180.0
 BUILD_TIMEOUT = 1800.0
 STORAGE_MB = 10240
@@ -230,11 +231,26 @@ def spec_json(cap: Capture) -> str:
     return _json({"scenario": cap.scenario.id, "seed": cap.seed, "checks": checks, "baseline": cap.baseline})
 
 
+def _module_files(name: str) -> list[tuple[str, Path]]:
+    """(path under lib/, source file) of a module, or of every module of a package."""
+    module = importlib.import_module(name)
+    source = Path(module.__file__ or "")
+    rel = name.replace(".", "/")
+    if source.name != "__init__.py":
+        return [(rel + ".py", source)]
+    if name in ("fixos", "fixos.core"):
+        return [(rel + "/__init__.py", source)]
+    return [(f"{rel}/{p.name}", p) for p in sorted(source.parent.glob("*.py"))]
+
+
 def _vendor(lib: Path) -> None:
-    files = VENDORED + sorted(p.relative_to(REPO).as_posix() for p in (REPO / "verifier").glob("*.py"))
-    for rel in files:
-        _write(lib / rel, (REPO / rel).read_text(encoding="utf-8"))
-    _write(lib / "shells" / "__init__.py", '"""The Shell contract, vendored for the exported verifier."""\n')
+    for name in VENDORED:
+        for rel, source in _module_files(name):
+            _write(lib / rel, source.read_text(encoding="utf-8"))
+    _write(
+        lib / "fixos" / "shells" / "__init__.py",
+        '"""The Shell contract, vendored for the exported verifier."""\n',
+    )
 
 
 def _copy_tree(src: Path, dst: Path) -> None:

@@ -14,8 +14,8 @@ import dataclasses
 import shlex
 from typing import Any
 
-from fixos.models import InjectedFault
-from fixos.solution import Verbatim
+from fixos.core.models import InjectedFault
+from fixos.scenarios.solution import Verbatim
 
 PID_OF = (
     "pid_of() {  # NAME PID: where the replay's process NAME runs (see exporter/pids.py)\n"

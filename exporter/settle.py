@@ -12,8 +12,8 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable
 
-from exporter.pids import pid_of
-from fixos.models import InjectedFault
+from fixos.core.models import InjectedFault
+from fixos.exporter.pids import pid_of
 
 SETTLE_SECONDS = 30
 

@@ -19,8 +19,8 @@ import docker
 import yaml
 from docker.errors import APIError, NotFound
 
-from exporter.harbor import READY_MARKER, ExportError
-from fixos.stack import LABEL_RUN
+from fixos.exporter.harbor import READY_MARKER, ExportError
+from fixos.stack.hosts import LABEL_RUN
 
 HARBOR_COMMAND = ["sh", "-c", "sleep infinity"]
 READY_TIMEOUT = 180.0

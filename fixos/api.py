@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from fixos.catalog import load_catalog, select
-from fixos.engine import connect
 from fixos.episodes import Episode
-from fixos.images import ensure_image
-from fixos.scenario import SCENARIO_DIR
+from fixos.scenarios.catalog import load_catalog, select
+from fixos.scenarios.schema import SCENARIO_DIR
+from fixos.stack.engine import connect
+from fixos.stack.images import ensure_image
 
 
 @contextmanager

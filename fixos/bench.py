@@ -12,14 +12,14 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from fixos.engine import Engine, shares
+from fixos.core.errors import FixOSError
+from fixos.core.models import EpisodeRecord, Step, record_from_json
 from fixos.episodes import episode_id_for, run_episode
-from fixos.errors import FixOSError
-from fixos.models import EpisodeRecord, Step, record_from_json
-from fixos.pool import HostPool
-from fixos.results import RunDir
-from fixos.scenario import Scenario
-from fixos.stack import remove_labelled
+from fixos.records.rundir import RunDir
+from fixos.scenarios.schema import Scenario
+from fixos.stack.engine import Engine, shares
+from fixos.stack.hosts import remove_labelled
+from fixos.stack.pool import HostPool
 
 MEMORY_PER_EPISODE = 640 * 1024 * 1024
 """what one live host may use (its cap), for sizing -j to the machine."""

@@ -24,20 +24,20 @@ from pathlib import Path
 
 import docker
 
-from agents import Endpoints, Task, make_agent
-from fixos.errors import BudgetExhausted, FixOSError, InvalidEpisode, ShellError, StackError
-from fixos.models import EpisodeRecord, InjectedFault, Step, Timings, Verdict
-from fixos.pool import HostPool
-from fixos.scenario import Scenario
-from fixos.solution import render
-from fixos.stack import LiveHost, Stack
-from injector import inject_all
-from shells.base import Shell
-from shells.recording import RecordingShell
-from verifier import Probe, refine, snapshot, verify
-from verifier.backend import testinfra_host
-from verifier.exits import wait_for_exits
-from verifier.verify import CheckEntry
+from fixos.agents import Endpoints, Task, make_agent
+from fixos.core.errors import BudgetExhausted, FixOSError, InvalidEpisode, ShellError, StackError
+from fixos.core.models import EpisodeRecord, InjectedFault, Step, Timings, Verdict
+from fixos.injector import inject_all
+from fixos.scenarios.schema import Scenario
+from fixos.scenarios.solution import render
+from fixos.shells.base import Shell
+from fixos.shells.recording import RecordingShell
+from fixos.stack.hosts import LiveHost, Stack
+from fixos.stack.pool import HostPool
+from fixos.verifier import Probe, refine, snapshot, verify
+from fixos.verifier.backend import testinfra_host
+from fixos.verifier.exits import wait_for_exits
+from fixos.verifier.verify import CheckEntry
 
 
 def new_run_id() -> str:

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 
 import docker
 
+from fixos.core.models import EpisodeRecord
 from fixos.episodes import run_episode
-from fixos.models import EpisodeRecord
-from fixos.pool import HostPool
-from fixos.scenario import Scenario
+from fixos.scenarios.schema import Scenario
+from fixos.stack.pool import HostPool
 
 EXPECTED = {"oracle": "= 1.0", "nop": "= 0.0", "partial": "in (0, 1)"}
 

@@ -26,9 +26,9 @@ from rich.table import Table
 from rich.text import Text
 
 from fixos.bench import Events, Job
-from fixos.models import EpisodeRecord, Step
-from fixos.report import dash
-from fixos.scenario import Scenario
+from fixos.core.models import EpisodeRecord, Step
+from fixos.records.report import dash
+from fixos.scenarios.schema import Scenario
 from fixos.validate import Validation, meets
 
 

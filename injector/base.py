@@ -9,10 +9,10 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from fixos.errors import InvalidEpisode
-from fixos.models import InjectedFault, Outcome
-from fixos.registry import Registry
-from shells.base import Shell
+from fixos.core.errors import InvalidEpisode
+from fixos.core.models import InjectedFault, Outcome
+from fixos.core.registry import Registry
+from fixos.shells.base import Shell
 
 CONFIRM_TIMEOUT = 10.0
 
@@ -53,18 +53,18 @@ class Fault:
 FAULTS: Registry[Fault] = Registry(
     "fault type",
     {
-        "service_stopped": "injector.service:ServiceStopped",
-        "config_broken": "injector.config:ConfigBroken",
-        "disk_fill": "injector.disk:DiskFill",
-        "cpu_hog": "injector.process:CpuHog",
-        "port_squatter": "injector.process:PortSquatter",
-        "dependency_broken": "injector.dependency:DependencyBroken",
-        "deleted_open_file": "injector.disk:DeletedOpenFile",
-        "inodes_exhausted": "injector.disk:InodesExhausted",
-        "permissions_broken": "injector.permissions:PermissionsBroken",
-        "service_killer": "injector.process:ServiceKiller",
-        "connections_exhausted": "injector.database:ConnectionsExhausted",
-        "memory_hog": "injector.process:MemoryHog",
+        "service_stopped": "fixos.injector.service:ServiceStopped",
+        "config_broken": "fixos.injector.config:ConfigBroken",
+        "disk_fill": "fixos.injector.disk:DiskFill",
+        "cpu_hog": "fixos.injector.process:CpuHog",
+        "port_squatter": "fixos.injector.process:PortSquatter",
+        "dependency_broken": "fixos.injector.dependency:DependencyBroken",
+        "deleted_open_file": "fixos.injector.disk:DeletedOpenFile",
+        "inodes_exhausted": "fixos.injector.disk:InodesExhausted",
+        "permissions_broken": "fixos.injector.permissions:PermissionsBroken",
+        "service_killer": "fixos.injector.process:ServiceKiller",
+        "connections_exhausted": "fixos.injector.database:ConnectionsExhausted",
+        "memory_hog": "fixos.injector.process:MemoryHog",
     },
 )
 

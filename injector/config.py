@@ -5,11 +5,11 @@ from __future__ import annotations
 import random
 from typing import Any, Literal, NamedTuple
 
-from fixos.models import Outcome
-from injector.base import Fault, FaultParams
-from injector.edit import replace_command, replace_in_file
-from injector.service import stop_service
-from shells.base import Shell
+from fixos.core.models import Outcome
+from fixos.injector.base import Fault, FaultParams
+from fixos.injector.edit import replace_command, replace_in_file
+from fixos.injector.service import stop_service
+from fixos.shells.base import Shell
 
 NGINX_SITE = "/etc/nginx/sites-available/shop"
 NGINX_MAIN = "/etc/nginx/nginx.conf"

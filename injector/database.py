@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from fixos.models import Outcome
-from injector.base import Fault
-from injector.edit import install_script, spawn_with_pid
-from shells.base import Shell
+from fixos.core.models import Outcome
+from fixos.injector.base import Fault
+from fixos.injector.edit import install_script, spawn_with_pid
+from fixos.shells.base import Shell
 
 _REPORT_JOB = """#!/bin/sh
 # Nightly sales report: one connection per region, kept open "for speed", and

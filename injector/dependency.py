@@ -10,11 +10,11 @@ from __future__ import annotations
 import random
 from typing import Any, Literal, NamedTuple
 
-from fixos.errors import InvalidEpisode
-from fixos.models import Outcome
-from injector.base import Fault, FaultParams
-from injector.edit import replace_command
-from shells.base import Shell
+from fixos.core.errors import InvalidEpisode
+from fixos.core.models import Outcome
+from fixos.injector.base import Fault, FaultParams
+from fixos.injector.edit import replace_command
+from fixos.shells.base import Shell
 
 APP_INI = "/etc/shop/app.ini"
 FPM_POOL = "/etc/php/8.2/fpm/pool.d/www.conf"

@@ -8,11 +8,11 @@ from typing import Any
 
 from pydantic import Field
 
-from fixos.errors import InvalidEpisode
-from fixos.models import Outcome
-from injector.base import Fault, FaultParams
-from injector.edit import install_script
-from shells.base import Shell
+from fixos.core.errors import InvalidEpisode
+from fixos.core.models import Outcome
+from fixos.injector.base import Fault, FaultParams
+from fixos.injector.edit import install_script
+from fixos.shells.base import Shell
 
 # Where junk really piles up on a box like this, and what it looks like inside.
 JUNK = [

@@ -5,11 +5,11 @@ from __future__ import annotations
 import random
 from typing import Any, Literal
 
-from fixos.models import Outcome
-from injector.base import Fault, FaultParams
-from injector.config import MARIADB_TRY_START
-from injector.service import stop_service
-from shells.base import Shell
+from fixos.core.models import Outcome
+from fixos.injector.base import Fault, FaultParams
+from fixos.injector.config import MARIADB_TRY_START
+from fixos.injector.service import stop_service
+from fixos.shells.base import Shell
 
 VARIANTS = {
     "web_root": [

@@ -7,12 +7,12 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from fixos.models import Outcome
-from injector.base import Fault, FaultParams
-from injector.edit import install_script, spawn_with_pid
-from injector.service import stop_service
-from shells.base import Shell
-from shells.probes import CPU_SAMPLE
+from fixos.core.models import Outcome
+from fixos.injector.base import Fault, FaultParams
+from fixos.injector.edit import install_script, spawn_with_pid
+from fixos.injector.service import stop_service
+from fixos.shells.base import Shell
+from fixos.shells.probes import CPU_SAMPLE
 
 HOG_NAMES = [
     "report-builder",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 from typing import Any, Literal
 
-from fixos.models import Outcome
-from injector.base import Fault, FaultParams
-from shells.base import Shell
+from fixos.core.models import Outcome
+from fixos.injector.base import Fault, FaultParams
+from fixos.shells.base import Shell
 
 ServiceName = Literal["nginx", "mariadb", "php8.2-fpm", "ssh"]
 

@@ -22,13 +22,13 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from exporter import export_harbor  # noqa: E402
-from exporter.trial import build, run_trial  # noqa: E402
-from fixos.catalog import load_catalog, select  # noqa: E402
-from fixos.engine import connect  # noqa: E402
-from fixos.images import ensure_base, ensure_image  # noqa: E402
-from fixos.stack import LABEL_RUN, remove_labelled  # noqa: E402
-from runner import parse_seeds  # noqa: E402
+from fixos.cli.main import parse_seeds  # noqa: E402
+from fixos.exporter import export_harbor  # noqa: E402
+from fixos.exporter.trial import build, run_trial  # noqa: E402
+from fixos.scenarios.catalog import load_catalog, select  # noqa: E402
+from fixos.stack.engine import connect  # noqa: E402
+from fixos.stack.hosts import LABEL_RUN, remove_labelled  # noqa: E402
+from fixos.stack.images import ensure_base, ensure_image  # noqa: E402
 
 PIP_OPTIONS = os.environ.get(
     "FIXOS_EXPORT_PIP_OPTIONS", "--trusted-host pypi.org --trusted-host files.pythonhosted.org"

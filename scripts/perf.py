@@ -20,13 +20,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from fixos.bench import Bench, Plan  # noqa: E402
-from fixos.catalog import load_catalog  # noqa: E402
-from fixos.engine import Engine, connect  # noqa: E402
 from fixos.episodes import Episode, new_run_id  # noqa: E402
-from fixos.images import ensure_image  # noqa: E402
-from fixos.pool import HostPool  # noqa: E402
-from fixos.results import RunDir  # noqa: E402
-from fixos.stack import remove_labelled  # noqa: E402
+from fixos.records.rundir import RunDir  # noqa: E402
+from fixos.scenarios.catalog import load_catalog  # noqa: E402
+from fixos.stack.engine import Engine, connect  # noqa: E402
+from fixos.stack.hosts import remove_labelled  # noqa: E402
+from fixos.stack.images import ensure_image  # noqa: E402
+from fixos.stack.pool import HostPool  # noqa: E402
 
 TARGETS = {
     "reset_median_s": 0.5,

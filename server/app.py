@@ -26,9 +26,9 @@ from openenv.core.env_server.serialization import deserialize_action, serialize_
 from openenv.core.env_server.types import ConcurrencyConfig
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from fixos.errors import FixOSError
-from server.environment import BadRequest, FixOSEnvironment, ServerContext, SessionExpired
-from server.models import FixOSAction, FixOSObservation, FixOSState
+from fixos.core.errors import FixOSError
+from fixos.server.environment import BadRequest, FixOSEnvironment, ServerContext, SessionExpired
+from fixos.server.models import FixOSAction, FixOSObservation, FixOSState
 
 DEFAULT_PORT = 8000
 DEFAULT_MAX_SESSIONS = 8

@@ -1,6 +1,6 @@
 """The OpenEnv client for a FixOS server: one WebSocket session, one live host per reset.
 
-from server import FixOSAction, FixOSEnv
+from fixos.server import FixOSAction, FixOSEnv
 
 with FixOSEnv(base_url="http://127.0.0.1:8000").sync() as env:
     result = env.reset(task_id="easy_1", seed=1)
@@ -16,7 +16,7 @@ from typing import Any
 from openenv.core import EnvClient
 from openenv.core.client_types import StepResult
 
-from server.models import FixOSAction, FixOSObservation, FixOSState
+from fixos.server.models import FixOSAction, FixOSObservation, FixOSState
 
 
 class FixOSEnv(EnvClient[FixOSAction, FixOSObservation, FixOSState]):

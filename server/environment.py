@@ -18,20 +18,20 @@ import docker
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
-from fixos.catalog import load_catalog
-from fixos.engine import connect
+from fixos.core.errors import BudgetExhausted, FixOSError, ShellError, StackError
+from fixos.core.models import Verdict
 from fixos.episodes import Episode, new_run_id
-from fixos.errors import BudgetExhausted, FixOSError, ShellError, StackError
-from fixos.images import ensure_image
-from fixos.models import Verdict
-from fixos.pool import HostPool, shape_of
-from fixos.scenario import Scenario
-from fixos.stack import remove_labelled
-from server.hostview import HostView, parse, probe_script
-from server.models import DONE_COMMAND, FixOSAction, FixOSObservation, FixOSState
-from server.rewards import step_reward
-from shells.base import Shell
-from shells.recording import RecordingShell
+from fixos.scenarios.catalog import load_catalog
+from fixos.scenarios.schema import Scenario
+from fixos.server.hostview import HostView, parse, probe_script
+from fixos.server.models import DONE_COMMAND, FixOSAction, FixOSObservation, FixOSState
+from fixos.server.rewards import step_reward
+from fixos.shells.base import Shell
+from fixos.shells.recording import RecordingShell
+from fixos.stack.engine import connect
+from fixos.stack.hosts import remove_labelled
+from fixos.stack.images import ensure_image
+from fixos.stack.pool import HostPool, shape_of
 
 PROBE_TIMEOUT = 10.0
 HISTORY = 20

@@ -17,7 +17,7 @@ import struct
 import time
 from typing import Any
 
-from shells.session import SESSION_COMMAND, BashSession
+from fixos.shells.session import SESSION_COMMAND, BashSession
 
 
 class ExecShell(BashSession):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from fixos.errors import BudgetExhausted
-from fixos.models import CommandResult, Step
-from shells.base import Shell
+from fixos.core.errors import BudgetExhausted
+from fixos.core.models import CommandResult, Step
+from fixos.shells.base import Shell
 
 
 class RecordingShell:

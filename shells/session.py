@@ -18,9 +18,9 @@ import secrets
 import threading
 import time
 
-from fixos.errors import ShellError
-from fixos.models import CommandResult
-from shells.base import (
+from fixos.core.errors import ShellError
+from fixos.core.models import CommandResult
+from fixos.shells.base import (
     DEFAULT_TIMEOUT,
     OUTPUT_LIMIT,
     TIMEOUT_EXIT_CODE,

@@ -13,8 +13,8 @@ from typing import Any
 
 import paramiko
 
-from fixos.errors import ShellError
-from shells.session import SESSION_COMMAND, BashSession
+from fixos.core.errors import ShellError
+from fixos.shells.session import SESSION_COMMAND, BashSession
 
 CONNECT_TIMEOUT = 10.0
 

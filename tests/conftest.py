@@ -8,12 +8,12 @@ from collections.abc import Iterator
 import docker
 import pytest
 
-from fixos.engine import connect
-from fixos.images import ensure_image
-from fixos.pool import HostPool
-from fixos.scenario import HostSpec
-from fixos.stack import LiveHost, Stack, remove_labelled
-from shells.session import BashSession
+from fixos.scenarios.schema import HostSpec
+from fixos.shells.session import BashSession
+from fixos.stack.engine import connect
+from fixos.stack.hosts import LiveHost, Stack, remove_labelled
+from fixos.stack.images import ensure_image
+from fixos.stack.pool import HostPool
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """The custom agent of the README: load it with --agent custom_agent_example:RestartWhatIsDown."""
 
-from agents import Task
-from shells import Shell
+from fixos.agents import Task
+from fixos.shells import Shell
 
 
 class RestartWhatIsDown:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import docker
 
-from fixos.stack import LABEL_OWNER, LABEL_RUN
+from fixos.stack.hosts import LABEL_OWNER, LABEL_RUN
 
 
 def wait_for(condition: Callable[[], bool], *, timeout: float = 30.0, delay: float = 0.1) -> None:
@@ -37,7 +37,7 @@ def start_fixos(*args: str, quiet: bool = False) -> subprocess.Popen:
     """`fixos ARGS` as a child process (its output piped as text unless ``quiet``)."""
     out = subprocess.DEVNULL if quiet else subprocess.PIPE
     return subprocess.Popen(
-        [sys.executable, "-m", "runner", *args],
+        [sys.executable, "-m", "fixos.cli", *args],
         cwd=ROOT,
         stdin=subprocess.DEVNULL,
         stdout=out,

@@ -16,10 +16,10 @@ from helpers import ROOT, start_fixos
 from rich.console import Console
 
 import fixos
-from agents.llm import LlmAgent, LlmError, command_of
-from fixos.catalog import load_catalog
+from fixos.agents.llm import LlmAgent, LlmError, command_of
+from fixos.cli.main import main
 from fixos.episodes import run_episode
-from runner import main
+from fixos.scenarios.catalog import load_catalog
 
 pytestmark = pytest.mark.live
 CATALOG = load_catalog()
@@ -181,7 +181,7 @@ def test_unknown_custom_agent_is_a_clear_error(capsys):
 
 def test_play_scores_what_the_human_typed(images, tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "runner", "play", "easy_1", "--results", str(tmp_path)],
+        [sys.executable, "-m", "fixos.cli", "play", "easy_1", "--results", str(tmp_path)],
         cwd=ROOT,
         input="service nginx start\nexit\n",
         capture_output=True,

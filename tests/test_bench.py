@@ -16,12 +16,12 @@ from helpers import containers_owned_by, labelled, start_fixos, wait_for
 from rich.console import Console
 
 from fixos.bench import Bench, Events, Plan, parse_shard
-from fixos.catalog import load_catalog
-from fixos.engine import Engine
-from fixos.models import CheckResult, EpisodeRecord, Timings, Verdict
-from fixos.report import compare, junit_xml, summarize, write_reports
-from fixos.results import RunDir
-from runner import main
+from fixos.cli.main import main
+from fixos.core.models import CheckResult, EpisodeRecord, Timings, Verdict
+from fixos.records.report import compare, junit_xml, summarize, write_reports
+from fixos.records.rundir import RunDir
+from fixos.scenarios.catalog import load_catalog
+from fixos.stack.engine import Engine
 
 
 def record(

@@ -15,8 +15,8 @@ import docker
 import pytest
 from helpers import labelled
 
-from fixos.engine import shares
-from runner import main
+from fixos.cli.main import main
+from fixos.stack.engine import shares
 
 
 def test_shares_split_the_jobs_over_engines():

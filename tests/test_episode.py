@@ -11,11 +11,11 @@ import pytest
 from helpers import containers_owned_by, labelled, start_fixos, wait_for
 from rich.console import Console
 
-from fixos.catalog import load_catalog
+from fixos.cli.main import main
 from fixos.episodes import Episode, run_episode
-from fixos.results import RunDir
-from fixos.stack import LABEL_OWNER, LABEL_RUN, owner_label, sweep_dead_runs
-from runner import main
+from fixos.records.rundir import RunDir
+from fixos.scenarios.catalog import load_catalog
+from fixos.stack.hosts import LABEL_OWNER, LABEL_RUN, owner_label, sweep_dead_runs
 
 pytestmark = pytest.mark.live
 

@@ -7,9 +7,9 @@ import time
 import pytest
 from helpers import labelled
 
-from fixos.catalog import load_catalog
 from fixos.episodes import Episode
-from verifier.exits import dying, dying_on, wait_for_exits
+from fixos.scenarios.catalog import load_catalog
+from fixos.verifier.exits import dying, dying_on, wait_for_exits
 
 # Three busy loops on CPU 0 leave a SCHED_IDLE process pinned there almost no CPU.
 STARVE_CPU0 = "for i in 1 2 3; do taskset -c 0 sh -c 'while :; do :; done' & done; sleep 0.3"

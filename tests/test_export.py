@@ -20,18 +20,18 @@ from pathlib import Path
 import docker
 import pytest
 
-from exporter import CaptureShell, ExportError, export_harbor
-from exporter.harbor import check_exportable, task_toml
-from exporter.pids import PID_OF, located
-from exporter.trial import build, run_trial
-from fixos.catalog import load_catalog
-from fixos.images import ensure_base
-from fixos.models import InjectedFault
-from fixos.scenario import HostSpec
-from fixos.solution import render
-from fixos.stack import LABEL_RUN, LiveHost, remove_labelled
-from injector.edit import spawn_command
-from shells.fake import FakeShell
+from fixos.core.models import InjectedFault
+from fixos.exporter import CaptureShell, ExportError, export_harbor
+from fixos.exporter.harbor import check_exportable, task_toml
+from fixos.exporter.pids import PID_OF, located
+from fixos.exporter.trial import build, run_trial
+from fixos.injector.edit import spawn_command
+from fixos.scenarios.catalog import load_catalog
+from fixos.scenarios.schema import HostSpec
+from fixos.scenarios.solution import render
+from fixos.shells.fake import FakeShell
+from fixos.stack.hosts import LABEL_RUN, LiveHost, remove_labelled
+from fixos.stack.images import ensure_base
 
 CATALOG = load_catalog()
 REPRESENTATIVE = ["easy_4", "medium_3", "hard_4"]

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from injector import FAULTS
-from injector.base import fault_rng
+from fixos.injector import FAULTS
+from fixos.injector.base import fault_rng
 
 pytestmark = pytest.mark.live
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from fixos.images import content_hash
+from fixos.stack.images import content_hash
 
 
 def test_content_hash_follows_inputs(tmp_path):

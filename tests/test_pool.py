@@ -7,11 +7,11 @@ import time
 import pytest
 from helpers import labelled, wait_for
 
-from fixos.catalog import load_catalog
+from fixos.core.errors import FixOSError, StackError
 from fixos.episodes import Episode, run_episode
-from fixos.errors import FixOSError, StackError
-from fixos.pool import HostPool
-from fixos.scenario import HostSpec
+from fixos.scenarios.catalog import load_catalog
+from fixos.scenarios.schema import HostSpec
+from fixos.stack.pool import HostPool
 
 
 @pytest.fixture(scope="module")

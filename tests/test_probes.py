@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shells.probes import CPU_SAMPLE
+from fixos.shells.probes import CPU_SAMPLE
 
 pytestmark = pytest.mark.live
 

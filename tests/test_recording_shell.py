@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fixos.errors import BudgetExhausted
-from shells import FakeShell, RecordingShell
+from fixos.core.errors import BudgetExhausted
+from fixos.shells import FakeShell, RecordingShell
 
 
 def test_records_steps_and_stops_at_the_budget():

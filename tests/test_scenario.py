@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from fixos.catalog import load_catalog, select
-from fixos.errors import FixOSError, ScenarioError
-from fixos.scenario import load_scenario
-from injector import FAULTS
-from runner import main
-from verifier import CHECKS
+from fixos.cli.main import main
+from fixos.core.errors import FixOSError, ScenarioError
+from fixos.injector import FAULTS
+from fixos.scenarios.catalog import load_catalog, select
+from fixos.scenarios.schema import load_scenario
+from fixos.verifier import CHECKS
 
 GOOD = textwrap.dedent(
     """\

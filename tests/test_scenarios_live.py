@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from helpers import wait_for
 
-from fixos.catalog import load_catalog
 from fixos.episodes import run_episode
+from fixos.scenarios.catalog import load_catalog
 from fixos.validate import EXPECTED, agents_for, meets
 
 pytestmark = pytest.mark.live

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fixos.catalog import load_catalog
 from fixos.episodes import Episode
+from fixos.scenarios.catalog import load_catalog
 
 pytestmark = pytest.mark.live
 WATCHED = [

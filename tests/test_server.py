@@ -22,15 +22,15 @@ import pytest
 import uvicorn
 from helpers import ROOT, containers_owned_by, labelled, start_fixos, wait_for
 
-from fixos.catalog import load_catalog
-from fixos.solution import render
-from fixos.stack import remove_labelled
-from server import FixOSAction, FixOSEnv
-from server.app import create_fixos_app
-from server.environment import FixOSEnvironment, ServerContext
-from server.hostview import HostView, parse, probe_script
-from server.models import DiskInfo, ProcessInfo, ServiceInfo
-from server.rewards import TABLE, step_reward
+from fixos.scenarios.catalog import load_catalog
+from fixos.scenarios.solution import render
+from fixos.server import FixOSAction, FixOSEnv
+from fixos.server.app import create_fixos_app
+from fixos.server.environment import FixOSEnvironment, ServerContext
+from fixos.server.hostview import HostView, parse, probe_script
+from fixos.server.models import DiskInfo, ProcessInfo, ServiceInfo
+from fixos.server.rewards import TABLE, step_reward
+from fixos.stack.hosts import remove_labelled
 
 CATALOG = load_catalog()
 OPENENV = Path(sys.executable).parent / "openenv"

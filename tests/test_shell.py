@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from shells.base import OUTPUT_LIMIT, TIMEOUT_EXIT_CODE
+from fixos.shells.base import OUTPUT_LIMIT, TIMEOUT_EXIT_CODE
 
 pytestmark = pytest.mark.live
 

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from fixos.errors import InvalidEpisode
-from fixos.models import InjectedFault
-from fixos.solution import render
+from fixos.core.errors import InvalidEpisode
+from fixos.core.models import InjectedFault
+from fixos.scenarios.solution import render
 
 
 def fault(**seeded) -> InjectedFault:

@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from fixos.errors import ShellError
-from shells.ssh import SshShell, new_key
+from fixos.core.errors import ShellError
+from fixos.shells.ssh import SshShell, new_key
 
 pytestmark = pytest.mark.live
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import hashlib
 import time
 
-from fixos.models import CheckResult, HttpResponse, Outcome
-from fixos.registry import Registry
-from shells import FakeShell
-from verifier import Check, Probe
-from verifier.base import CheckParams
-from verifier.files import FileUnchanged
-from verifier.http import HttpPage
-from verifier.system import NoCpuHog
-from verifier.verify import CheckEntry, reward_of, snapshot, verify
+from fixos.core.models import CheckResult, HttpResponse, Outcome
+from fixos.core.registry import Registry
+from fixos.shells import FakeShell
+from fixos.verifier import Check, Probe
+from fixos.verifier.base import CheckParams
+from fixos.verifier.files import FileUnchanged
+from fixos.verifier.http import HttpPage
+from fixos.verifier.system import NoCpuHog
+from fixos.verifier.verify import CheckEntry, reward_of, snapshot, verify
 
 
 def result(passed: bool, scored: bool = True, weight: float = 1.0) -> CheckResult:

@@ -8,9 +8,9 @@ from typing import Any, ClassVar, Protocol
 import testinfra.host
 from pydantic import BaseModel, ConfigDict
 
-from fixos.models import HttpResponse, Outcome
-from fixos.registry import Registry
-from shells.base import Shell
+from fixos.core.models import HttpResponse, Outcome
+from fixos.core.registry import Registry
+from fixos.shells.base import Shell
 
 
 class HostAccess(Protocol):
@@ -69,16 +69,16 @@ class Check:
 CHECKS: Registry[Check] = Registry(
     "check type",
     {
-        "service_running": "verifier.service:ServiceRunning",
-        "port_listening": "verifier.service:PortListening",
-        "http_page": "verifier.http:HttpPage",
-        "file_unchanged": "verifier.files:FileUnchanged",
-        "disk_usage": "verifier.system:DiskUsage",
-        "no_cpu_hog": "verifier.system:NoCpuHog",
-        "processes_intact": "verifier.system:ProcessesIntact",
-        "paths_exist": "verifier.system:PathsExist",
-        "no_memory_hog": "verifier.system:NoMemoryHog",
-        "path_permissions": "verifier.system:PathPermissions",
-        "sql_value": "verifier.database:SqlValue",
+        "service_running": "fixos.verifier.service:ServiceRunning",
+        "port_listening": "fixos.verifier.service:PortListening",
+        "http_page": "fixos.verifier.http:HttpPage",
+        "file_unchanged": "fixos.verifier.files:FileUnchanged",
+        "disk_usage": "fixos.verifier.system:DiskUsage",
+        "no_cpu_hog": "fixos.verifier.system:NoCpuHog",
+        "processes_intact": "fixos.verifier.system:ProcessesIntact",
+        "paths_exist": "fixos.verifier.system:PathsExist",
+        "no_memory_hog": "fixos.verifier.system:NoMemoryHog",
+        "path_permissions": "fixos.verifier.system:PathPermissions",
+        "sql_value": "fixos.verifier.database:SqlValue",
     },
 )

@@ -5,8 +5,8 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from fixos.models import Outcome
-from verifier.base import Check, CheckParams, Probe
+from fixos.core.models import Outcome
+from fixos.verifier.base import Check, CheckParams, Probe
 
 
 class SqlValue(Check):

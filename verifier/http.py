@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic import Field
 
-from fixos.models import Outcome
-from verifier.base import Check, CheckParams, Probe
+from fixos.core.models import Outcome
+from fixos.verifier.base import Check, CheckParams, Probe
 
 
 class HttpPage(Check):

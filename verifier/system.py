@@ -7,9 +7,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from fixos.models import Outcome
-from shells.probes import CPU_SAMPLE
-from verifier.base import Check, CheckParams, Probe
+from fixos.core.models import Outcome
+from fixos.shells.probes import CPU_SAMPLE
+from fixos.verifier.base import Check, CheckParams, Probe
 
 # Processes that come and go on any host, or belong to the verifier itself.
 _TRANSIENT = {"bash", "sh", "sleep", "ps", "awk", "cat", "setsid", "sed", "grep", "perl", "curl"}

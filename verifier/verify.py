@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from fixos.errors import InvalidEpisode
-from fixos.models import CheckResult, Outcome, Verdict
-from fixos.registry import Registry
-from verifier.base import CHECKS, Check, Probe
+from fixos.core.errors import InvalidEpisode
+from fixos.core.models import CheckResult, Outcome, Verdict
+from fixos.core.registry import Registry
+from fixos.verifier.base import CHECKS, Check, Probe
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from fixos.models import CommandResult, HttpResponse
-from verifier.backend import testinfra_host
-from verifier.base import CHECKS, Probe
-from verifier.exits import wait_for_exits
-from verifier.verify import CheckEntry, verify
+from fixos.core.models import CommandResult, HttpResponse
+from fixos.verifier.backend import testinfra_host
+from fixos.verifier.base import CHECKS, Probe
+from fixos.verifier.exits import wait_for_exits
+from fixos.verifier.verify import CheckEntry, verify
 
 CLEAN_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import docker
 from docker.errors import DockerException
 
-from fixos.errors import EngineError
+from fixos.core.errors import EngineError
 
 
 def connect(base_url: str | None = None) -> docker.DockerClient:

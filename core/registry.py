@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Generic, TypeVar
 
-from fixos.errors import UnknownTypeError
+from fixos.core.errors import UnknownTypeError
 
 T = TypeVar("T")
 

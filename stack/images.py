@@ -18,9 +18,10 @@ from pathlib import Path
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound
 
-from fixos.errors import EngineError
+from fixos.core.errors import EngineError
 
-IMAGES_DIR = Path(__file__).resolve().parent.parent / "images"
+# Build contexts ship as the package data of fixos.images; FIXOS_IMAGES_DIR points elsewhere.
+IMAGES_DIR = Path(os.environ.get("FIXOS_IMAGES_DIR") or Path(__file__).resolve().parent.parent / "images")
 REGISTRY_BASE = "debian:bookworm-slim"
 OFFLINE_BASE = "fixos/base:bookworm"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"

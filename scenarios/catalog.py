@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fixos.errors import FixOSError
-from fixos.scenario import SCENARIO_DIR, Scenario, load_scenario
-from injector import FAULTS
-from verifier import CHECKS
+from fixos.core.errors import FixOSError
+from fixos.injector import FAULTS
+from fixos.scenarios.schema import SCENARIO_DIR, Scenario, load_scenario
+from fixos.verifier import CHECKS
 
 DIFFICULTIES = ("easy", "medium", "hard")
 

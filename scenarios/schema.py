@@ -6,15 +6,18 @@ entry names, so a misspelt param fails at load time, with its path.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from fixos.errors import ScenarioError, UnknownTypeError
+from fixos.core.errors import ScenarioError, UnknownTypeError
 
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+# The shipped scenarios are package data beside this module; FIXOS_SCENARIO_DIR
+# (or --scenario-dir) points elsewhere.
+SCENARIO_DIR = Path(os.environ.get("FIXOS_SCENARIO_DIR") or Path(__file__).resolve().parent)
 
 
 class _Strict(BaseModel):
@@ -91,7 +94,7 @@ class Scenario(_Strict):
     checks: list[CheckSpec] = Field(min_length=1)
     solution: str = Field(min_length=1)
     """the reference repair, a shell script run on the first host; ``{{ f0.key }}``
-    names what fault 0 drew from the seed (see fixos.solution)."""
+    names what fault 0 drew from the seed (see fixos.scenarios.solution)."""
     partial_solution: str | None = None
     """a repair of some faults only: must score strictly between 0 and 1."""
     limits: Limits = Limits()

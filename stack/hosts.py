@@ -23,12 +23,12 @@ import docker
 import paramiko
 from docker.errors import APIError, DockerException, NotFound
 
-from fixos.errors import StackError
-from fixos.models import HostHandle, HttpResponse
-from fixos.scenario import HostSpec
-from shells.base import Shell
-from shells.exec import ExecShell
-from shells.ssh import SshShell, new_key, public_line
+from fixos.core.errors import StackError
+from fixos.core.models import HostHandle, HttpResponse
+from fixos.scenarios.schema import HostSpec
+from fixos.shells.base import Shell
+from fixos.shells.exec import ExecShell
+from fixos.shells.ssh import SshShell, new_key, public_line
 
 LABEL_RUN = "fixos.run"
 LABEL_OWNER = "fixos.owner"

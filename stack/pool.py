@@ -22,9 +22,9 @@ from typing import Any
 
 import docker
 
-from fixos.errors import StackError
-from fixos.scenario import HostSpec
-from fixos.stack import BOOT_TIMEOUT, Stack
+from fixos.core.errors import StackError
+from fixos.scenarios.schema import HostSpec
+from fixos.stack.hosts import BOOT_TIMEOUT, Stack
 
 Shape = tuple[str, ...]
 """what makes two stacks interchangeable: their host specs, serialised."""

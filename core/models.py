@@ -1,6 +1,6 @@
 """The data that crosses module boundaries, typed once.
 
-Scenario files are validated with pydantic (``fixos.scenario``); records the
+Scenario files are validated with pydantic (``fixos.scenarios.schema``); records the
 harness produces are plain dataclasses serialised with ``to_json``.
 """
 

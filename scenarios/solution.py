@@ -9,8 +9,8 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from fixos.errors import InvalidEpisode
-from fixos.models import InjectedFault
+from fixos.core.errors import InvalidEpisode
+from fixos.core.models import InjectedFault
 
 
 class Verbatim(str):

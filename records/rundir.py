@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from fixos.models import EpisodeRecord, Step, to_json
+from fixos.core.models import EpisodeRecord, Step, to_json
 
 
 def _write_json(path: Path, data: Any) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fixos.models import EpisodeRecord
+from fixos.core.models import EpisodeRecord
 
 DIFFICULTIES = ("easy", "medium", "hard")
 

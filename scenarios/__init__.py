@@ -1,0 +1,1 @@
+"""Scenario definitions (the YAML files beside this one), their schema and the catalogue loader."""
