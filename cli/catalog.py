@@ -1,0 +1,33 @@
+"""``fixos setup``, ``list`` and ``clean``: the images, the scenarios and the leftovers."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+from rich.markup import escape
+
+from fixos.cli.common import engines
+from fixos.scenarios.catalog import load_catalog
+from fixos.stack.engine import connect
+from fixos.stack.hosts import remove_labelled
+from fixos.view import scenarios_table
+
+
+def cmd_setup(args: argparse.Namespace, console: Console) -> int:
+    catalog = load_catalog(args.scenario_dir)
+    for engine in engines(args.docker_host, list(catalog.values()), console):
+        for name, tag in engine.images.items():
+            console.print(escape(f"[setup] {engine.url}: image {name}: {tag} ready"), highlight=False)
+    return 0
+
+
+def cmd_list(args: argparse.Namespace, console: Console) -> int:
+    console.print(scenarios_table(list(load_catalog(args.scenario_dir).values())))
+    return 0
+
+
+def cmd_clean(args: argparse.Namespace, console: Console) -> int:
+    removed = sum(remove_labelled(connect(url), run_id=args.run) for url in args.docker_host or [None])
+    console.print(f"removed {removed} container(s) and their networks", highlight=False)
+    return 0

@@ -1,0 +1,136 @@
+"""``fixos run``, ``play``, ``bench``, ``verify`` and ``show``: episodes with a live view, and records."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.markup import escape
+
+from fixos.agents import agent_class
+from fixos.agents.external import VERIFY_REQUEST
+from fixos.bench import Bench, Plan, bench_path
+from fixos.cli.common import engines
+from fixos.core.errors import FixOSError
+from fixos.core.models import EpisodeRecord
+from fixos.episodes import new_run_id
+from fixos.records.report import compare, write_reports
+from fixos.records.rundir import RunDir
+from fixos.scenarios.catalog import load_catalog, select
+from fixos.scenarios.schema import Scenario
+from fixos.view import LiveView, PlainView, summary_tables, timings_line, transcript_view, verdict_table
+
+
+def execute(
+    bench_plan: Plan,
+    run: RunDir,
+    console: Console,
+    parallel: int,
+    scenarios: dict[str, Scenario],
+    docker_hosts: Sequence[str] | None = None,
+) -> list[EpisodeRecord]:
+    """Run a plan's pending jobs with a live view; returns every record of the run."""
+    for agent in bench_plan.agents:  # unknown names and missing settings fail before any container
+        preflight = getattr(agent_class(agent), "preflight", None)
+        if preflight is not None:
+            preflight()
+    found = engines(docker_hosts, [scenarios[s] for s in bench_plan.scenarios], console)
+    bench = Bench(bench_plan, run, scenarios, engines=found, parallel=parallel)
+    pending = bench.pending()
+    where = f" over {len(found)} engines" if len(found) > 1 else ""
+    console.print(
+        f"run {run.run_id}: {len(pending)} episode(s) to go, {parallel} at a time{where}; "
+        f"results in {run.path}",
+        highlight=False,
+    )
+    if console.is_terminal and not any(a in ("external", "human") for a in bench_plan.agents):
+        with LiveView(console, len(pending)) as view:
+            bench.events = view
+            bench.execute(pending)
+    else:
+        bench.events = PlainView(console, len(pending))
+        bench.execute(pending)
+    return bench.records()
+
+
+def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    catalog = load_catalog(args.scenario_dir)
+    scenario = select(catalog, [args.scenario])[0]
+    bench_plan = Plan([scenario.id], [args.seed], [args.agent], args.transport)
+    run = RunDir(args.results, new_run_id())
+    bench_plan.save(run)
+    records = execute(bench_plan, run, console, 1, catalog)
+    write_reports(run.path, run.run_id, records)
+    if not records:
+        raise FixOSError("the episode did not finish")
+    record = records[0]
+    if record.verdict is not None:
+        console.print(verdict_table(record))
+    console.print(timings_line(record), highlight=False)
+    if record.status != "scored":
+        console.print(f"[red]invalid episode[/]: {escape(record.error or '')}")
+        return 1
+    return 0
+
+
+def cmd_play(args: argparse.Namespace, console: Console) -> int:
+    args.agent = "human"
+    return cmd_run(args, console)
+
+
+def cmd_bench(args: argparse.Namespace, console: Console) -> int:
+    catalog = load_catalog(args.scenario_dir)
+    started = time.monotonic()
+    if args.resume:
+        run = bench_path(args.results, args.resume)
+        bench_plan = Plan.load(run)
+    else:
+        scenarios = select(catalog, args.scenarios)
+        bench_plan = Plan(
+            [s.id for s in scenarios], args.seeds, args.agent or ["baseline"], args.transport, args.shard
+        )
+        run = RunDir(args.results, new_run_id())
+        bench_plan.save(run)
+    records = execute(bench_plan, run, console, args.jobs, catalog, args.docker_host)
+    summary = write_reports(run.path, run.run_id, records)
+    for table in summary_tables(summary):
+        console.print(table)
+    console.print(
+        f"{len(records)} episode(s) in {time.monotonic() - started:.1f}s; "
+        f"report: {run.path / 'report.md'}, junit: {run.path / 'junit.xml'}",
+        highlight=False,
+    )
+    status = 1 if any(r.status != "scored" for r in records) else 0
+    if args.compare:
+        try:
+            baseline = json.loads(args.compare.read_text())
+        except (OSError, ValueError) as exc:
+            raise FixOSError(f"--compare {args.compare}: cannot read a summary.json ({exc})") from None
+        problems = compare(summary, baseline, args.tolerance)
+        for problem in problems:
+            console.print(f"[red]regression[/]: {escape(problem)}", highlight=False)
+        if problems:
+            return 2
+        console.print(f"no regression against {args.compare} (tolerance {args.tolerance:g})", highlight=False)
+    return status
+
+
+def cmd_verify(args: argparse.Namespace, console: Console) -> int:
+    run_dir = args.results / args.run
+    if not run_dir.is_dir():
+        raise FixOSError(f"no run {args.run!r} under {args.results}/")
+    (run_dir / VERIFY_REQUEST).touch()
+    console.print(f"asked run {args.run} to verify; its terminal shows the verdict", highlight=False)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace, console: Console) -> int:
+    directory = args.results / args.episode
+    if not directory.is_dir():
+        raise FixOSError(f"no episode {args.episode!r} under {args.results}/ (give RUN_ID/EPISODE)")
+    for part in transcript_view(directory):
+        console.print(part)
+    return 0

@@ -1,0 +1,64 @@
+"""``fixos export`` and ``serve``: the scenarios handed to another harness (task directories, OpenEnv)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from rich.console import Console
+from rich.markup import escape
+
+from fixos.cli.common import engine, images
+from fixos.episodes import new_run_id
+from fixos.scenarios.catalog import load_catalog, select
+from fixos.stack.hosts import remove_labelled
+
+
+def cmd_export(args: argparse.Namespace, console: Console) -> int:
+    from fixos.exporter import export_harbor
+
+    scenarios = select(load_catalog(args.scenario_dir), args.scenarios)
+    client = engine(console)
+    tags = images(client, scenarios, console)
+    run_id = new_run_id()
+    started = time.monotonic()
+    try:
+        tasks = export_harbor(
+            scenarios,
+            args.seeds,
+            args.out,
+            client=client,
+            images=tags,
+            run_id=run_id,
+            say=lambda line: console.print(escape(line), highlight=False),
+        )
+    finally:
+        remove_labelled(client, run_id=run_id)
+    console.print(
+        f"wrote {len(tasks)} {args.format} task(s) under {args.out}/ in {time.monotonic() - started:.1f}s",
+        highlight=False,
+    )
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace, console: Console) -> int:
+    from fixos.server.app import serve  # imported here: OpenEnv is heavy, and only this command needs it
+    from fixos.server.environment import ServerContext
+
+    catalog = load_catalog(args.scenario_dir)
+    client = engine(console)
+    tags = images(client, list(catalog.values()), console)
+    context = ServerContext(client=client, catalog=catalog, images=tags, warm=max(0, args.warm))
+    console.print(
+        f"serving FixOS over OpenEnv on http://127.0.0.1:{args.port} (run {context.run_id}, "
+        f"at most {args.max_sessions} sessions, idle ones closed after {args.session_timeout:g}s); "
+        "Ctrl-C stops it and removes every session's containers",
+        highlight=False,
+    )
+    serve(
+        port=args.port,
+        max_sessions=args.max_sessions,
+        session_timeout=args.session_timeout,
+        context=context,
+    )
+    return 0
