@@ -55,7 +55,8 @@ class Agent(Protocol):
 
 AGENTS: Registry[Agent] = Registry(
     "agent",
-    {
+    key="name",
+    lazy={
         "oracle": "fixos.agents.oracle:OracleAgent",
         "nop": "fixos.agents.nop:NopAgent",
         "partial": "fixos.agents.oracle:PartialAgent",

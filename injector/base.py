@@ -50,23 +50,8 @@ class Fault:
         raise NotImplementedError
 
 
-FAULTS: Registry[Fault] = Registry(
-    "fault type",
-    {
-        "service_stopped": "fixos.injector.service:ServiceStopped",
-        "config_broken": "fixos.injector.config:ConfigBroken",
-        "disk_fill": "fixos.injector.disk:DiskFill",
-        "cpu_hog": "fixos.injector.process:CpuHog",
-        "port_squatter": "fixos.injector.process:PortSquatter",
-        "dependency_broken": "fixos.injector.dependency:DependencyBroken",
-        "deleted_open_file": "fixos.injector.disk:DeletedOpenFile",
-        "inodes_exhausted": "fixos.injector.disk:InodesExhausted",
-        "permissions_broken": "fixos.injector.permissions:PermissionsBroken",
-        "service_killer": "fixos.injector.process:ServiceKiller",
-        "connections_exhausted": "fixos.injector.database:ConnectionsExhausted",
-        "memory_hog": "fixos.injector.process:MemoryHog",
-    },
-)
+FAULTS: Registry[Fault] = Registry("fault type")
+"""Every fault type: each class registers itself with ``@FAULTS.register`` (see the end of this module)."""
 
 
 def fault_rng(seed: int, index: int, fault_type: str) -> random.Random:
@@ -123,3 +108,8 @@ def inject_all(
             )
         )
     return injected
+
+
+# The fault modules register their classes as they load; loading them here means
+# whoever holds FAULTS holds every type. They import this module, hence the end.
+from fixos.injector import config, database, dependency, disk, permissions, process, service  # noqa: E402, F401

@@ -6,7 +6,7 @@ import random
 from typing import Any, Literal, NamedTuple
 
 from fixos.core.models import Outcome
-from fixos.injector.base import Fault, FaultParams
+from fixos.injector.base import FAULTS, Fault, FaultParams
 from fixos.injector.edit import replace_command, replace_in_file
 from fixos.injector.service import stop_service
 from fixos.shells.base import Shell
@@ -53,6 +53,7 @@ MARIADB_TRY_START = (
 )
 
 
+@FAULTS.register
 class ConfigBroken(Fault):
     """One line of the service's config is wrong (which one comes from the seed);
     the service was restarted and failed, leaving the daemon's own error in its log."""

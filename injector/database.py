@@ -6,7 +6,7 @@ import random
 from typing import Any
 
 from fixos.core.models import Outcome
-from fixos.injector.base import Fault
+from fixos.injector.base import FAULTS, Fault
 from fixos.injector.edit import install_script, spawn_with_pid
 from fixos.shells.base import Shell
 
@@ -22,6 +22,7 @@ wait
 """
 
 
+@FAULTS.register
 class ConnectionsExhausted(Fault):
     """A batch job holds every MariaDB connection with idle sessions: the app gets
     "Too many connections" (root still gets the one extra admin slot)."""

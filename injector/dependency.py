@@ -12,7 +12,7 @@ from typing import Any, Literal, NamedTuple
 
 from fixos.core.errors import InvalidEpisode
 from fixos.core.models import Outcome
-from fixos.injector.base import Fault, FaultParams
+from fixos.injector.base import FAULTS, Fault, FaultParams
 from fixos.injector.edit import replace_command
 from fixos.shells.base import Shell
 
@@ -88,6 +88,7 @@ _PROBES = {
 }
 
 
+@FAULTS.register
 class DependencyBroken(Fault):
     """The site's /status page fails because one of its dependencies is broken."""
 

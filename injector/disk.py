@@ -10,7 +10,7 @@ from pydantic import Field
 
 from fixos.core.errors import InvalidEpisode
 from fixos.core.models import Outcome
-from fixos.injector.base import Fault, FaultParams
+from fixos.injector.base import FAULTS, Fault, FaultParams
 from fixos.injector.edit import install_script
 from fixos.shells.base import Shell
 
@@ -52,6 +52,7 @@ def _percent(shell: Shell, path: str) -> int:
     return int(out.strip().rstrip("%"))
 
 
+@FAULTS.register
 class DiskFill(Fault):
     """The filesystem holding ``path`` is filled to exactly ``percent`` as ``df`` shows it.
 
@@ -114,6 +115,7 @@ HOLDERS = [
 ]
 
 
+@FAULTS.register
 class DeletedOpenFile(Fault):
     """A daemon still holds a log file someone deleted: ``df`` shows the filesystem
     ``percent`` full while ``du`` finds nothing. Space returns only when the
@@ -161,6 +163,7 @@ class DeletedOpenFile(Fault):
 _SESSION_DIRS = ["/var/log/shop/requests", "/var/log/shop/trace", "/var/log/php-debug"]
 
 
+@FAULTS.register
 class InodesExhausted(Fault):
     """Thousands of tiny files use up the filesystem's inodes: "No space left on
     device" while ``df -h`` shows plenty of room (``df -i`` tells the truth)."""

@@ -6,7 +6,7 @@ import random
 from typing import Any, Literal
 
 from fixos.core.models import Outcome
-from fixos.injector.base import Fault, FaultParams
+from fixos.injector.base import FAULTS, Fault, FaultParams
 from fixos.injector.config import MARIADB_TRY_START
 from fixos.injector.service import stop_service
 from fixos.shells.base import Shell
@@ -25,6 +25,7 @@ VARIANTS = {
 }
 
 
+@FAULTS.register
 class PermissionsBroken(Fault):
     """The web root or MariaDB's data directory got the wrong owner or mode (seeded)."""
 

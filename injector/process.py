@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from fixos.core.models import Outcome
-from fixos.injector.base import Fault, FaultParams
+from fixos.injector.base import FAULTS, Fault, FaultParams
 from fixos.injector.edit import install_script, spawn_with_pid
 from fixos.injector.service import stop_service
 from fixos.shells.base import Shell
@@ -26,6 +26,7 @@ HOG_NAMES = [
 SQUATTER_NAMES = ["legacy-admin", "status-panel", "dev-proxy", "metrics-gateway", "old-storefront"]
 
 
+@FAULTS.register
 class CpuHog(Fault):
     """Busy processes with plausible names, each burning a whole core.
 
@@ -88,6 +89,7 @@ while (my $c = $s->accept) {{
 """
 
 
+@FAULTS.register
 class PortSquatter(Fault):
     """Another program holds the service's port, so the service cannot start again."""
 
@@ -137,6 +139,7 @@ sleep 3600 while 1;
 """
 
 
+@FAULTS.register
 class MemoryHog(Fault):
     """A process holds most of the host's memory (the share is seeded within a range)."""
 
@@ -174,6 +177,7 @@ done
 """
 
 
+@FAULTS.register
 class ServiceKiller(Fault):
     """A forgotten watchdog kills the service every few seconds: a plain restart
     only helps until its next round."""

@@ -6,7 +6,7 @@ import random
 from typing import Any, Literal
 
 from fixos.core.models import Outcome
-from fixos.injector.base import Fault, FaultParams
+from fixos.injector.base import FAULTS, Fault, FaultParams
 from fixos.shells.base import Shell
 
 ServiceName = Literal["nginx", "mariadb", "php8.2-fpm", "ssh"]
@@ -36,6 +36,7 @@ def stop_service(shell: Shell, service: str, timeout: float = 30) -> None:
     )
 
 
+@FAULTS.register
 class ServiceStopped(Fault):
     """The service is stopped the way an operator would stop it, and stays down."""
 

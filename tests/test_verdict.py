@@ -89,8 +89,8 @@ class Exploding(Check):
 
 
 def test_a_raising_check_fails_alone():
-    registry: Registry[Check] = Registry("check type", {"http_page": HttpPage})
-    registry.register("exploding", Exploding)
+    registry: Registry[Check] = Registry("check type", [HttpPage])
+    registry.register(Exploding)
     access = FakeAccess()
     access.pages["/"] = HttpResponse(200, b"ok")
     entries = [
@@ -147,7 +147,7 @@ class Waiting(Check):
 
 
 def test_checks_wait_side_by_side_and_keep_their_order():
-    registry: Registry[Check] = Registry("check type", {"waiting": Waiting})
+    registry: Registry[Check] = Registry("check type", [Waiting])
     entries = [
         CheckEntry(f"c{i}", "waiting", "web", True, 1.0, Waiting.Params(seconds=0.4 - 0.1 * i, label=f"c{i}"))
         for i in range(4)
@@ -162,6 +162,7 @@ def test_checks_wait_side_by_side_and_keep_their_order():
 class Timed(Waiting):
     """Waits, and records when it started and ended."""
 
+    type = "timed"
     spans: dict[str, tuple[float, float]] = {}
 
     def evaluate(self, probe: Probe, baseline: object) -> Outcome:
@@ -172,11 +173,12 @@ class Timed(Waiting):
 
 
 class TimedAlone(Timed):
+    type = "alone"
     alone = True
 
 
 def test_a_check_that_needs_the_host_alone_runs_before_the_others():
-    registry: Registry[Check] = Registry("check type", {"timed": Timed, "alone": TimedAlone})
+    registry: Registry[Check] = Registry("check type", [Timed, TimedAlone])
     Timed.spans = {}
     entries = [
         CheckEntry("a", "timed", "web", True, 1.0, Timed.Params(seconds=0.2, label="a")),

@@ -6,9 +6,10 @@ import shlex
 from typing import Any
 
 from fixos.core.models import Outcome
-from fixos.verifier.base import Check, CheckParams, Probe
+from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
 
 
+@CHECKS.register
 class SqlValue(Check):
     """A query's single value is at most ``max`` (numbers) or equals ``equals``."""
 

@@ -7,7 +7,7 @@ import re
 from typing import Any, Literal
 
 from fixos.core.models import Outcome
-from fixos.verifier.base import Check, CheckParams, Probe
+from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
 
 _TOKEN = re.compile(rb"[{};]|[^\s{};]+")
 # `#` comments anywhere (nginx, my.cnf); `;` comments only as a whole line (ini),
@@ -26,6 +26,7 @@ def _digest(data: bytes | None, compare: str = "bytes") -> str | None:
     return hashlib.sha256(_tokens(data) if compare == "tokens" else data).hexdigest()
 
 
+@CHECKS.register
 class FileUnchanged(Check):
     """Each file is what the healthy host had, or still what the faults left
     (untouched): a gate against replacing a config with a stub.

@@ -9,9 +9,10 @@ from typing import Any
 from pydantic import Field
 
 from fixos.core.models import Outcome
-from fixos.verifier.base import Check, CheckParams, Probe
+from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
 
 
+@CHECKS.register
 class HttpPage(Check):
     """The page answers with the expected status and the site's real content.
 

@@ -6,9 +6,10 @@ import re
 from typing import Any
 
 from fixos.core.models import Outcome
-from fixos.verifier.base import Check, CheckParams, Probe
+from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
 
 
+@CHECKS.register
 class ServiceRunning(Check):
     """The init system reports the service running."""
 
@@ -23,6 +24,7 @@ class ServiceRunning(Check):
         return Outcome(running, f"service {self.params.service} is {state}")
 
 
+@CHECKS.register
 class PortListening(Check):
     """Something listens on the TCP port inside the host (optionally: a named program)."""
 

@@ -9,12 +9,13 @@ from pydantic import Field
 
 from fixos.core.models import Outcome
 from fixos.shells.probes import CPU_SAMPLE
-from fixos.verifier.base import Check, CheckParams, Probe
+from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
 
 # Processes that come and go on any host, or belong to the verifier itself.
 _TRANSIENT = {"bash", "sh", "sleep", "ps", "awk", "cat", "setsid", "sed", "grep", "perl", "curl"}
 
 
+@CHECKS.register
 class DiskUsage(Check):
     """The filesystem holding ``path`` is at most ``max_percent`` full, as ``df`` shows
     it: in space, or (``metric: inodes``) in inodes, as ``df -i`` shows it."""
@@ -37,6 +38,7 @@ class DiskUsage(Check):
         return Outcome(pct <= self.params.max_percent, f"{self.params.path} is {pct}% {what}")
 
 
+@CHECKS.register
 class NoCpuHog(Check):
     """No process wants more than ``max_percent`` of a core over a half-second sample
     (time on a CPU plus time waiting for one: a hog on a busy machine still shows).
@@ -73,6 +75,7 @@ def _daemons(probe: Probe) -> set[str]:
     return {name.strip() for name in out.splitlines() if name.strip()} - _TRANSIENT
 
 
+@CHECKS.register
 class ProcessesIntact(Check):
     """Only culprits were killed: every program that ran both on the healthy host and
     when the agent started still runs (a service the faults took down may stay down
@@ -96,6 +99,7 @@ class ProcessesIntact(Check):
         return Outcome(True, f"all {len(baseline or [])} innocent programs still run")
 
 
+@CHECKS.register
 class PathsExist(Check):
     """These files and directories still exist (the agent freed space without deleting them)."""
 
@@ -112,6 +116,7 @@ class PathsExist(Check):
         return Outcome(True, f"{len(self.params.paths)} path(s) present")
 
 
+@CHECKS.register
 class NoMemoryHog(Check):
     """No process holds more than ``max_mb`` of resident memory."""
 
@@ -132,6 +137,7 @@ class NoMemoryHog(Check):
         return Outcome(True, f"no process above {self.params.max_mb} MB")
 
 
+@CHECKS.register
 class PathPermissions(Check):
     """Paths have the expected owner and are not writable by everyone (no `chmod 777` fixes)."""
 
