@@ -7,7 +7,9 @@ FixOSError
 ├── StackError           a host did not boot or became unreachable
 ├── ShellError           a shell session broke (transport died twice)
 ├── InvalidEpisode       the world could not be set up as the scenario says;
-│                        such an episode is never scored
+│   │                    such an episode is never scored
+│   └── UnhealthyHost    a check fails on the healthy host, before any fault
+├── RecordError          a saved file (results/…) is malformed or of another schema version
 └── BudgetExhausted      an agent used up its steps or wall time
 """
 
@@ -47,6 +49,19 @@ class ShellError(FixOSError):
 
 class InvalidEpisode(FixOSError):
     """The broken world could not be built or confirmed: a harness fault, not a score."""
+
+
+class UnhealthyHost(InvalidEpisode):
+    """A check fails on the host before any fault: the scenario or image is broken, not the fault."""
+
+
+class RecordError(FixOSError):
+    """A saved file that cannot be read back; the message is one line naming file (and line)."""
+
+    def __init__(self, path: str, problem: str, line: int | None = None) -> None:
+        self.path, self.problem, self.line = path, problem, line
+        where = path if line is None else f"{path}:{line}"
+        super().__init__(f"{where}: {problem}")
 
 
 class BudgetExhausted(FixOSError):
