@@ -16,7 +16,7 @@ import time
 
 from fixos.agents.base import Task
 from fixos.shells.base import Shell
-from fixos.shells.probes import CPU_SAMPLE
+from fixos.shells.probes import sample_cpu
 
 SERVICES = ("mariadb", "php8.2-fpm", "nginx")  # start order: data, app, web
 DAEMONS = {"init", "nginx", "php-fpm8.2", "sshd", "mysqld_safe", "mariadbd", "logger", "cron"}
@@ -109,10 +109,9 @@ class BaselineAgent:
 
     def stop_rogue_processes(self) -> None:
         rogues = []
-        for line in self.run(CPU_SAMPLE, timeout=20).splitlines():
-            pid, comm, pct = ([*line.split(), "", "", ""])[:3]
-            if pct.isdigit() and int(pct) >= 40 and comm not in DAEMONS | TRANSIENT:
-                rogues.append(pid)
+        for row in sample_cpu(self.sh, timeout=20):
+            if row.percent >= 40 and row.comm not in DAEMONS | TRANSIENT:
+                rogues.append(str(row.pid))
         for line in self.run("ps -eo pid=,rss=,comm=").splitlines():
             pid, rss, comm = ([*line.split(None, 2), "", "", ""])[:3]
             if rss.isdigit() and int(rss) > 150 * 1024 and comm not in DAEMONS:

@@ -12,7 +12,7 @@ from fixos.injector.base import FAULTS, Fault, FaultParams
 from fixos.injector.edit import install_script, spawn_with_pid
 from fixos.injector.service import stop_service
 from fixos.shells.base import Shell
-from fixos.shells.probes import CPU_SAMPLE
+from fixos.shells.probes import sample_cpu
 
 HOG_NAMES = [
     "report-builder",
@@ -58,17 +58,14 @@ class CpuHog(Fault):
         return {"processes": [{"name": n, "pid": p} for n, p in self.hogs]}
 
     def confirm(self, shell: Shell) -> Outcome:
-        demand = {}
-        for row in shell.run(CPU_SAMPLE, timeout=15).output.splitlines():
-            pid, _, rest = row.partition(" ")
-            demand[pid] = rest.rpartition(" ")[2]
+        demand = {row.pid: row.percent for row in sample_cpu(shell)}
         seen = []
         for name, pid in self.hogs:
             comm = shell.run(f"cat /proc/{pid}/comm", timeout=5).output.strip()
             if comm != name:
                 return Outcome(False, f"PID {pid} is {comm or 'gone'}, not {name}")
-            cpu = demand.get(str(pid), "0")
-            if not cpu.isdigit() or int(cpu) < self.params.min_percent:
+            cpu = demand.get(pid, 0)
+            if cpu < self.params.min_percent:
                 return Outcome(False, f"{name} (PID {pid}) wants {cpu}% of a core")
             seen.append(f"{name} PID {pid} wants {cpu}% of a core")
         return Outcome(True, "; ".join(seen))

@@ -1,6 +1,12 @@
 """Shell snippets that read the host the way `top` would, shared by the verifier and
 the baseline agent (both run them through their own sessions)."""
 
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from fixos.shells.base import Shell
+
 # Every process's CPU demand over half a second, one "pid comm percent-of-a-core"
 # line each, from two samples of /proc (no top needed, no terminal either).
 # Demand is time on a CPU plus time runnable but waiting for one
@@ -27,3 +33,29 @@ awk -v hz="$(getconf CLK_TCK)" -v self="$$" '{ match($0, /\(.*\)/); c = substr($
     if (p >= 1) printf "%s %s %d\n", pid, c, p }' "$a" "$b"
 rm -f "$a" "$b"
 """
+
+
+class CpuRow(NamedTuple):
+    """One process in a CPU sample: its demand in percent of a core (100 = a whole core)."""
+
+    pid: int
+    comm: str
+    percent: int
+
+
+def parse_cpu_sample(output: str) -> list[CpuRow]:
+    """The rows of ``CPU_SAMPLE``'s output. ``comm`` may hold spaces and parentheses
+    (a process names itself), so the pid is the first word, the percent the last,
+    and the name everything between; a line without both numbers is skipped."""
+    rows = []
+    for line in output.splitlines():
+        pid, _, rest = line.partition(" ")
+        comm, _, percent = rest.rpartition(" ")
+        if pid.isdigit() and percent.isdigit():
+            rows.append(CpuRow(int(pid), comm, int(percent)))
+    return rows
+
+
+def sample_cpu(shell: Shell, timeout: float = 15.0) -> list[CpuRow]:
+    """Every process that wanted at least 1% of a core over about half a second."""
+    return parse_cpu_sample(shell.run(CPU_SAMPLE, timeout=timeout).output)

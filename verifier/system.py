@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from fixos.core.models import Outcome
-from fixos.shells.probes import CPU_SAMPLE
+from fixos.shells.probes import sample_cpu
 from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
 
 # Processes that come and go on any host, or belong to the verifier itself.
@@ -60,14 +60,12 @@ class NoCpuHog(Check):
             return Outcome(False, "busy: " + ", ".join(hogs.values()))
         return Outcome(True, f"no process above {self.params.max_percent}% of a core")
 
-    def _busy(self, probe: Probe) -> dict[str, str]:
-        hogs = {}
-        for row in probe.shell.run(CPU_SAMPLE, timeout=15).output.split("\n"):
-            pid, _, rest = row.partition(" ")
-            comm, _, pct = rest.rpartition(" ")
-            if pct.isdigit() and int(pct) > self.params.max_percent:
-                hogs[pid] = f"{comm} (PID {pid}) at {pct}%"
-        return hogs
+    def _busy(self, probe: Probe) -> dict[int, str]:
+        return {
+            row.pid: f"{row.comm} (PID {row.pid}) at {row.percent}%"
+            for row in sample_cpu(probe.shell)
+            if row.percent > self.params.max_percent
+        }
 
 
 def _daemons(probe: Probe) -> set[str]:
