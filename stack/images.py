@@ -8,23 +8,26 @@ otherwise a Debian root filesystem is bootstrapped offline and imported.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import shutil
 import subprocess
+import tarfile
 import tempfile
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Iterator
+from pathlib import Path, PurePosixPath
 
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound
 
 from fixos.core.errors import EngineError
+from fixos.stack.sources import debian_mirror
 
 # Build contexts ship as the package data of fixos.images; FIXOS_IMAGES_DIR points elsewhere.
 IMAGES_DIR = Path(os.environ.get("FIXOS_IMAGES_DIR") or Path(__file__).resolve().parent.parent / "images")
-REGISTRY_BASE = "debian:bookworm-slim"
-OFFLINE_BASE = "fixos/base:bookworm"
-DEBIAN_MIRROR = "http://deb.debian.org/debian"
+RELEASE = "bookworm"
+REGISTRY_BASE = f"debian:{RELEASE}-slim"
+OFFLINE_BASE = f"fixos/base:{RELEASE}"
 
 Say = Callable[[str], None]
 
@@ -43,11 +46,13 @@ def _bootstrap_base(client: docker.DockerClient, say: Say) -> None:
             f"no registry serves {REGISTRY_BASE} and debootstrap is missing; "
             "install it (apt-get install debootstrap) or set FIXOS_BASE_IMAGE"
         )
-    say(f"base image: no registry answers; debootstrapping bookworm into {OFFLINE_BASE} (~30 s)")
+    mirror = debian_mirror(RELEASE)
+    where = f" from {mirror}" if mirror else ""
+    say(f"base image: no registry answers; debootstrapping {RELEASE}{where} into {OFFLINE_BASE} (~30 s)")
     root = Path(tempfile.mkdtemp(prefix="fixos-rootfs-"))
     try:
         run = subprocess.run(
-            ["debootstrap", "--variant=minbase", "bookworm", str(root), DEBIAN_MIRROR],
+            ["debootstrap", "--variant=minbase", RELEASE, str(root), *([mirror] if mirror else [])],
             capture_output=True,
             text=True,
         )
@@ -86,13 +91,45 @@ def ensure_base(client: docker.DockerClient, say: Say) -> str:
         return OFFLINE_BASE
 
 
-def content_hash(directory: Path, base_id: str) -> str:
-    digest = hashlib.sha256(base_id.encode())
+def _inputs(directory: Path) -> Iterator[tuple[str, int, Path]]:
+    """Each file of a build context: its path inside, its mode, where it is.
+
+    Only the exec bit counts (mode 755 or 644): a checkout or a wheel install sets the
+    other bits from the umask, and the same files must give the same image wherever
+    FixOS is installed."""
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-        rel = path.relative_to(directory).as_posix()
-        digest.update(f"\0{rel}\0{path.stat().st_mode & 0o777:o}\0".encode())
+        mode = 0o755 if path.stat().st_mode & 0o100 else 0o644
+        yield path.relative_to(directory).as_posix(), mode, path
+
+
+def content_hash(directory: Path, base_id: str) -> str:
+    """The image's inputs: its base, and each file's path, mode and content."""
+    digest = hashlib.sha256(base_id.encode())
+    for rel, mode, path in _inputs(directory):
+        digest.update(f"\0{rel}\0{mode:o}\0".encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
+
+
+def build_context(directory: Path) -> io.BytesIO:
+    """The build context as a tar of exactly what content_hash covers, modes included,
+    so an image's tag says what is in it (folders 755)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        folders: set[str] = set()
+        for rel, mode, path in _inputs(directory):
+            for folder in reversed(PurePosixPath(rel).parents[:-1]):
+                if folder.as_posix() not in folders:
+                    folders.add(folder.as_posix())
+                    entry = tarfile.TarInfo(folder.as_posix())
+                    entry.type, entry.mode = tarfile.DIRTYPE, 0o755
+                    tar.addfile(entry)
+            data = path.read_bytes()
+            entry = tarfile.TarInfo(rel)
+            entry.size, entry.mode = len(data), mode
+            tar.addfile(entry, io.BytesIO(data))
+    buffer.seek(0)
+    return buffer
 
 
 def image_tag(client: docker.DockerClient, name: str, base: str) -> str:
@@ -112,7 +149,8 @@ def ensure_image(client: docker.DockerClient, name: str, say: Say) -> str:
     say(f"image {name}: building {tag} from {base} (about 2 minutes the first time)")
     try:
         for chunk in client.api.build(
-            path=str(directory),
+            fileobj=build_context(directory),
+            custom_context=True,
             tag=tag,
             buildargs={"BASE": base},
             rm=True,

@@ -32,6 +32,7 @@ from fixos.scenarios.solution import render
 from fixos.shells.fake import FakeShell
 from fixos.stack.hosts import LABEL_RUN, LiveHost, remove_labelled
 from fixos.stack.images import ensure_base
+from fixos.stack.sources import pip_build_options
 
 CATALOG = load_catalog()
 REPRESENTATIVE = ["easy_4", "medium_3", "hard_4"]
@@ -40,11 +41,7 @@ deleted-but-open file + web root permissions: each repaired by killing processes
 the faults started at no particular PID (pinned at export). Not the CPU-hog
 scenarios: on a loaded machine a hog gets less than the 30 % the check allows."""
 TRIAL_SCENARIOS = sorted(CATALOG) if os.environ.get("FIXOS_EXPORT_ALL") else REPRESENTATIVE
-PIP_OPTIONS = os.environ.get(
-    "FIXOS_EXPORT_PIP_OPTIONS",
-    # This machine's proxy re-signs TLS; pip inside `docker build` does not trust it.
-    "--trusted-host pypi.org --trusted-host files.pythonhosted.org",
-)
+PIP_OPTIONS = pip_build_options()  # this machine's pip settings; FIXOS_PIP_OPTIONS overrides
 
 
 # -- without an engine --------------------------------------------------------
