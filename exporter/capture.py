@@ -20,15 +20,13 @@ import docker
 from fixos.core.errors import InvalidEpisode
 from fixos.core.models import CommandResult, InjectedFault
 from fixos.exporter.pids import located
-from fixos.injector import inject_all
 from fixos.injector.edit import parse_spawn, spawn_command
+from fixos.phases import break_hosts, check_entries, fault_entries
 from fixos.scenarios.schema import Scenario
 from fixos.scenarios.solution import render
 from fixos.shells.base import Shell
 from fixos.stack.hosts import Stack
-from fixos.verifier import Probe, refine, snapshot, verify
-from fixos.verifier.backend import testinfra_host
-from fixos.verifier.verify import CheckEntry
+from fixos.verifier import CheckEntry
 
 FIRST_PINNED_PID = 1000
 """where PIDs the faults leave to chance start: above the named ones (909-922) and
@@ -91,20 +89,11 @@ class Capture:
     image_ids: dict[str, str] = field(default_factory=dict)
 
 
-def check_entries(scenario: Scenario) -> list[CheckEntry]:
-    return [
-        CheckEntry(c.name, c.type, scenario.host_of(c), c.scored, c.weight, c.params) for c in scenario.checks
-    ]
-
-
-def _probe(stack: Stack, name: str, shell: Shell) -> dict[str, Probe]:
-    return {name: Probe(testinfra_host(shell, name), shell, stack.hosts[name], patient=False)}
-
-
 def capture(
     scenario: Scenario, seed: int, *, client: docker.DockerClient, images: dict[str, str], run_id: str
 ) -> Capture:
-    """Boot the scenario's host, record it healthy, break it through a CaptureShell, record it broken."""
+    """Boot the scenario's host and run the reset phases (fixos.phases) on it, the faults going
+    in through a CaptureShell that records them."""
     host = scenario.hosts[0].name
     checks = check_entries(scenario)
     stack = Stack(
@@ -116,33 +105,27 @@ def capture(
     )
     try:
         stack.up()
+        # One session, as in an episode: the checks look through it directly, the faults
+        # go in through the recorder around it, so only their commands are kept.
         with stack.hosts[host].shell() as shell:
-            probes = _probe(stack, host, shell)
-            baseline = snapshot(checks, probes)
-            healthy = verify(checks, probes, baseline)
-        if not healthy.solved:
-            failing = "; ".join(f"{c.name}: {c.detail}" for c in healthy.checks if not c.passed)
-            raise InvalidEpisode(f"checks fail on the healthy host: {failing}")
-        recorder = CaptureShell(stack.hosts[host].shell())
-        try:
-            faults = [(scenario.host_of(f), f.type, f.params) for f in scenario.faults]
-            injected = inject_all(faults, {host: recorder}, seed, on_injected=recorder.stop)
-        finally:
-            recorder.close()
-        with stack.hosts[host].shell() as shell:
-            probes = _probe(stack, host, shell)
-            baseline = refine(checks, probes, baseline)
-            broken = verify(checks, probes, baseline)
-        if broken.solved:
-            raise InvalidEpisode("the injected faults left every scored check passing")
+            recorder = CaptureShell(shell)
+            broken = break_hosts(
+                checks,
+                fault_entries(scenario),
+                seed,
+                {host: shell},
+                {host: stack.hosts[host]},
+                inject_through={host: recorder},
+                on_injected=recorder.stop,
+            )
         return Capture(
             scenario=scenario,
             seed=seed,
             commands=recorder.commands,
-            faults=injected,
+            faults=broken.faults,
             checks=checks,
-            baseline=baseline,
-            solution=render(scenario.solution, located(injected)),
+            baseline=broken.baseline,
+            solution=render(scenario.solution, located(broken.faults)),
             image_ids=stack.image_ids(),
         )
     finally:

@@ -11,7 +11,6 @@ confirm, let the agent work, verify, and always tear down.
 from __future__ import annotations
 
 import contextlib
-import copy
 import re
 import secrets
 import statistics
@@ -21,23 +20,22 @@ import traceback
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import docker
 
 from fixos.agents import Endpoints, Task, make_agent
 from fixos.core.errors import BudgetExhausted, FixOSError, InvalidEpisode, ShellError, StackError
 from fixos.core.models import EpisodeRecord, InjectedFault, Step, Timings, Verdict
-from fixos.injector import inject_all
+from fixos.phases import break_hosts, check_entries, fault_entries, probes_of
 from fixos.scenarios.schema import Scenario
 from fixos.scenarios.solution import render
 from fixos.shells.base import Shell
 from fixos.shells.recording import RecordingShell
 from fixos.stack.hosts import LiveHost, Stack
 from fixos.stack.pool import HostPool
-from fixos.verifier import Probe, refine, snapshot, verify
-from fixos.verifier.backend import testinfra_host
+from fixos.verifier import Baseline, judge
 from fixos.verifier.exits import wait_for_exits
-from fixos.verifier.verify import CheckEntry
 
 
 def new_run_id() -> str:
@@ -76,14 +74,11 @@ class Episode:
         )
         self.timings = Timings()
         self.faults: list[InjectedFault] = []
-        self._baseline: dict = {}
+        self._baseline: Baseline = {}
         self._shell: Shell | None = None
         self._harness: dict[str, Shell] = {}
         """the harness's own session per host, opened at reset and kept for the verdicts."""
-        self._checks = [
-            CheckEntry(c.name, c.type, scenario.host_of(c), c.scored, c.weight, c.params)
-            for c in scenario.checks
-        ]
+        self._checks = check_entries(scenario)
 
     # -- phases -----------------------------------------------------------
 
@@ -98,32 +93,29 @@ class Episode:
         # One harness session per host, never handed to the agent; kept open for
         # the verdicts, which then skip a session's start (~50 ms each).
         self._harness.update(self.stack.take_shells())
-        shells = self._harness_shells()
-        self._record_healthy(shells)
-        faults = [(self.scenario.host_of(f), f.type, f.params) for f in self.scenario.faults]
-        self.faults = inject_all(faults, shells, self.seed)
-        broken = self._verify_with(shells, refine_baseline=True)
-        if broken.solved:
-            raise InvalidEpisode("the injected faults left every scored check passing")
+        key, cached = self._cached_healthy()
+        broken = break_hosts(
+            self._checks,
+            fault_entries(self.scenario),
+            self.seed,
+            self._harness_shells(),
+            self.stack.hosts,
+            healthy=cached,
+        )
+        if self.pool is not None and cached is None:
+            self.pool.baselines[key] = broken.healthy
+        self.faults = broken.faults
+        self._baseline = broken.baseline
         self.timings.reset = time.monotonic() - started
 
-    def _record_healthy(self, shells: dict[str, Shell]) -> None:
-        """Snapshot the healthy hosts and prove every check passes on them, once per
-        (scenario, image): warm hosts of one image are identical, so later episodes reuse it."""
-        key = None
-        if self.pool is not None:
-            checks = [(c.name, c.type, c.host, c.params) for c in self._checks]
-            key = self.pool.baseline_key(self.scenario.id, checks, self.stack.image_ids())
-            cached = self.pool.baselines.get(key)
-            if cached is not None:
-                self._baseline = copy.deepcopy(cached)
-                return
-        healthy = self._verify_with(shells, record_baseline=True)
-        if not healthy.solved:
-            failing = [f"{c.name}: {c.detail}" for c in healthy.checks if not c.passed]
-            raise InvalidEpisode(f"checks fail on the healthy host: {'; '.join(failing)}")
-        if self.pool is not None:
-            self.pool.baselines[key] = copy.deepcopy(self._baseline)
+    def _cached_healthy(self) -> tuple[Any, Baseline | None]:
+        """The healthy baseline already proven for this (scenario, image), and its key in the pool:
+        warm hosts of one image are identical, so later episodes skip the snapshot."""
+        if self.pool is None:
+            return None, None
+        checks = [(c.name, c.type, c.host, c.params) for c in self._checks]
+        key = self.pool.baseline_key(self.scenario.id, checks, self.stack.image_ids())
+        return key, self.pool.baselines.get(key)
 
     @property
     def shell(self) -> Shell:
@@ -144,14 +136,14 @@ class Episode:
         started = time.monotonic()
         shells = self._harness_shells()
         wait_for_exits(shells)
-        verdict = self._verify_with(shells, patient=True)
+        verdict = self._judge(shells, patient=True)
         self.timings.verify = time.monotonic() - started
         return verdict
 
     def progress(self) -> Verdict:
         """Judge the hosts now without waiting out any check's hold period: the
         running score an environment shows after each step (``verify`` is final)."""
-        return self._verify_now()
+        return self._judge(self._harness_shells(), patient=False)
 
     def close(self) -> None:
         try:
@@ -179,9 +171,6 @@ class Episode:
 
     # -- helpers ----------------------------------------------------------
 
-    def _verify_now(self) -> Verdict:
-        return self._verify_with(self._harness_shells())
-
     def _harness_shells(self) -> dict[str, Shell]:
         """The harness's session on each host, replaced by a fresh one where it no
         longer answers as itself (the agent may kill, stop or take over processes)."""
@@ -198,23 +187,9 @@ class Episode:
             self._harness[name] = host.shell()
         return dict(self._harness)
 
-    def _verify_with(
-        self,
-        shells: dict[str, Shell],
-        *,
-        record_baseline: bool = False,
-        refine_baseline: bool = False,
-        patient: bool = False,
-    ) -> Verdict:
-        probes = {
-            name: Probe(testinfra_host(shells[name], name), shells[name], host, patient)
-            for name, host in self.stack.hosts.items()
-        }
-        if record_baseline:
-            self._baseline = snapshot(self._checks, probes)
-        if refine_baseline:
-            self._baseline = refine(self._checks, probes, self._baseline)
-        return verify(self._checks, probes, self._baseline)
+    def _judge(self, shells: dict[str, Shell], *, patient: bool) -> Verdict:
+        probes = probes_of(shells, self.stack.hosts, patient=patient)
+        return judge(self._checks, probes, self._baseline).verdict
 
 
 def episode_id_for(scenario_id: str, seed: int, agent_name: str) -> str:

@@ -1,6 +1,9 @@
-"""Checks of a repaired host, built on testinfra, and the reward they add up to."""
+"""Checks of a repaired host, built on testinfra, and the reward they add up to.
+
+``judge`` is the entry point: it judges a set of hosts, healthy, broken or after the agent.
+"""
 
 from fixos.verifier.base import CHECKS, Check, HostAccess, Probe
-from fixos.verifier.verify import Baseline, refine, snapshot, verify
+from fixos.verifier.verify import Baseline, CheckEntry, Judgement, Moment, judge
 
-__all__ = ["CHECKS", "Baseline", "Check", "HostAccess", "Probe", "refine", "snapshot", "verify"]
+__all__ = ["CHECKS", "Baseline", "Check", "CheckEntry", "HostAccess", "Judgement", "Moment", "Probe", "judge"]

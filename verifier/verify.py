@@ -1,7 +1,9 @@
 """Run a scenario's checks against live hosts and add them up into a Verdict.
 
-Reward: 0 when any unscored check (a gate) fails; otherwise the weighted share
-of scored checks that pass. Every check runs, so the evidence is complete.
+``judge`` is the one entry point: it judges a set of hosts at one moment of an
+episode (healthy, broken, or after the agent). Reward: 0 when any unscored
+check (a gate) fails; otherwise the weighted share of scored checks that pass.
+Every check runs, so the evidence is complete.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 from fixos.core.errors import InvalidEpisode
 from fixos.core.models import CheckResult, Outcome, Verdict
@@ -34,6 +36,43 @@ MAX_CHECKS_AT_ONCE = 8
 
 Baseline = dict[str, Any]
 """check name -> what the check recorded on the healthy host."""
+
+Moment = Literal["healthy", "broken", "after"]
+"""when the hosts are judged: before any fault, once the faults are in, after the agent."""
+
+
+@dataclass(frozen=True)
+class Judgement:
+    verdict: Verdict
+    baseline: Baseline
+    """the evidence the verdict compared against: recorded (healthy), narrowed (broken), or as given."""
+
+
+def judge(
+    entries: Sequence[CheckEntry],
+    probes: Mapping[str, Probe],
+    baseline: Baseline | None = None,
+    *,
+    moment: Moment = "after",
+    registry: Registry[Check] = CHECKS,
+) -> Judgement:
+    """Judge the hosts behind ``probes`` (host name -> Probe) with the scenario's checks.
+
+    ``healthy``: each check first records its evidence of the healthy hosts
+    (``baseline`` is not needed); ``broken``: checks narrow ``baseline`` now that
+    the faults are in; ``after``: the hosts as the agent left them, against
+    ``baseline``. Whether a verdict is what its moment needs (every check passing
+    when healthy, a scored one failing when broken) is the caller's to decide.
+    InvalidEpisode when a check cannot record or narrow its evidence.
+    """
+    if moment == "healthy":
+        baseline = snapshot(entries, probes, registry=registry)
+    elif moment == "broken":
+        baseline = refine(entries, probes, baseline or {}, registry=registry)
+    elif moment != "after":
+        raise ValueError(f"moment must be healthy, broken or after (got {moment!r})")
+    baseline = baseline or {}
+    return Judgement(verify(entries, probes, baseline, registry=registry), baseline)
 
 
 def _build(entries: Sequence[CheckEntry], registry: Registry[Check]) -> list[tuple[CheckEntry, Check]]:

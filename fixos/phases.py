@@ -1,0 +1,101 @@
+"""The reset of booted hosts, once for everyone who breaks them: an episode, and the
+exporter's capture of a Harbor task.
+
+    healthy snapshot (every check must pass) -> inject the faults -> checks narrow
+    their evidence -> confirm broken (some scored check must fail)
+
+Either failed proof is an InvalidEpisode (UnhealthyHost for the first): a scenario
+whose checks fail on a healthy host, or whose faults break nothing the score sees,
+would measure nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fixos.core.errors import InvalidEpisode, UnhealthyHost
+from fixos.core.models import InjectedFault, Verdict
+from fixos.core.registry import Registry
+from fixos.injector import FAULTS, Fault, inject_all
+from fixos.scenarios.schema import Scenario
+from fixos.shells.base import Shell
+from fixos.verifier import CHECKS, Baseline, Check, CheckEntry, HostAccess, Probe, judge
+from fixos.verifier.backend import testinfra_host
+
+FaultEntry = tuple[str, str, Any]
+"""(host, fault type, params): what the injector needs of a scenario's fault."""
+
+
+def check_entries(scenario: Scenario) -> list[CheckEntry]:
+    return [
+        CheckEntry(c.name, c.type, scenario.host_of(c), c.scored, c.weight, c.params) for c in scenario.checks
+    ]
+
+
+def fault_entries(scenario: Scenario) -> list[FaultEntry]:
+    return [(scenario.host_of(f), f.type, f.params) for f in scenario.faults]
+
+
+def probes_of(
+    shells: Mapping[str, Shell], hosts: Mapping[str, HostAccess], *, patient: bool
+) -> dict[str, Probe]:
+    """What the checks look through, per host: testinfra over the harness's session, and outside access."""
+    return {
+        name: Probe(testinfra_host(shell, name), shell, hosts[name], patient)
+        for name, shell in shells.items()
+    }
+
+
+@dataclass
+class BrokenHosts:
+    """What the reset leaves: the faults that went in and the evidence to judge the repair against."""
+
+    faults: list[InjectedFault]
+    healthy: Baseline
+    """what the checks recorded on the healthy hosts (a pool caches it per scenario and image)."""
+    baseline: Baseline
+    """``healthy`` as the checks narrowed it once the faults were in: what the final verdict compares."""
+    verdict: Verdict
+    """the broken hosts' verdict: some scored check fails."""
+
+
+def break_hosts(
+    checks: Sequence[CheckEntry],
+    faults: Sequence[FaultEntry],
+    seed: int,
+    shells: Mapping[str, Shell],
+    hosts: Mapping[str, HostAccess],
+    *,
+    healthy: Baseline | None = None,
+    inject_through: Mapping[str, Shell] | None = None,
+    on_injected: Callable[[], None] | None = None,
+    check_types: Registry[Check] = CHECKS,
+    fault_types: Registry[Fault] = FAULTS,
+) -> BrokenHosts:
+    """Record the healthy hosts, break them, and prove both states; InvalidEpisode when either proof fails.
+
+    ``shells`` are the harness's sessions the checks look through, one per host;
+    ``hosts`` the outside access to each. ``healthy``, when given, is a baseline
+    already recorded and proven on identical hosts (a pool's cache), so the
+    snapshot is skipped. The faults go in through ``inject_through`` (default:
+    ``shells``); ``on_injected`` runs once all are in, before their confirmation
+    (the capture stops recording there). The registries are for tests' own types.
+    """
+    probes = probes_of(shells, hosts, patient=False)
+    if healthy is None:
+        proof = judge(checks, probes, moment="healthy", registry=check_types)
+        if not proof.verdict.solved:
+            failing = "; ".join(f"{c.name}: {c.detail}" for c in proof.verdict.checks if not c.passed)
+            raise UnhealthyHost(f"checks fail on the healthy host: {failing}")
+        healthy = proof.baseline
+    injected = inject_all(
+        list(faults), inject_through or shells, seed, registry=fault_types, on_injected=on_injected
+    )
+    # judge() narrows a copy: the healthy evidence stays as recorded, for a pool to reuse.
+    broken = judge(checks, probes, copy.deepcopy(healthy), moment="broken", registry=check_types)
+    if broken.verdict.solved:
+        raise InvalidEpisode("the injected faults left every scored check passing")
+    return BrokenHosts(injected, healthy, broken.baseline, broken.verdict)
