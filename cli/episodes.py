@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections.abc import Sequence
 
@@ -15,10 +14,11 @@ from fixos.agents.external import VERIFY_REQUEST
 from fixos.bench import Bench, Plan, bench_path
 from fixos.cli.common import engines
 from fixos.core.errors import FixOSError
-from fixos.core.models import EpisodeRecord
 from fixos.episodes import new_run_id
-from fixos.records.report import compare, write_reports
+from fixos.records.models import EpisodeRecord
+from fixos.records.report import write_reports
 from fixos.records.rundir import RunDir
+from fixos.records.summary import compare, read_summary
 from fixos.scenarios.catalog import load_catalog, select
 from fixos.scenarios.schema import Scenario
 from fixos.view import LiveView, PlainView, summary_tables, timings_line, transcript_view, verdict_table
@@ -59,7 +59,9 @@ def execute(
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     catalog = load_catalog(args.scenario_dir)
     scenario = select(catalog, [args.scenario])[0]
-    bench_plan = Plan([scenario.id], [args.seed], [args.agent], args.transport)
+    bench_plan = Plan(
+        scenarios=[scenario.id], seeds=[args.seed], agents=[args.agent], transport=args.transport
+    )
     run = RunDir(args.results, new_run_id())
     bench_plan.save(run)
     records = execute(bench_plan, run, console, 1, catalog)
@@ -90,7 +92,11 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     else:
         scenarios = select(catalog, args.scenarios)
         bench_plan = Plan(
-            [s.id for s in scenarios], args.seeds, args.agent or ["baseline"], args.transport, args.shard
+            scenarios=[s.id for s in scenarios],
+            seeds=args.seeds,
+            agents=args.agent or ["baseline"],
+            transport=args.transport,
+            shard=args.shard,
         )
         run = RunDir(args.results, new_run_id())
         bench_plan.save(run)
@@ -105,11 +111,7 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     )
     status = 1 if any(r.status != "scored" for r in records) else 0
     if args.compare:
-        try:
-            baseline = json.loads(args.compare.read_text())
-        except (OSError, ValueError) as exc:
-            raise FixOSError(f"--compare {args.compare}: cannot read a summary.json ({exc})") from None
-        problems = compare(summary, baseline, args.tolerance)
+        problems = compare(summary, read_summary(args.compare), args.tolerance)
         for problem in problems:
             console.print(f"[red]regression[/]: {escape(problem)}", highlight=False)
         if problems:

@@ -1,13 +1,12 @@
 """The data that crosses module boundaries, typed once.
 
-Scenario files are validated with pydantic (``fixos.scenarios.schema``); records the
-harness produces are plain dataclasses serialised with ``to_json``.
+Scenario files are validated with pydantic (``fixos.scenarios.schema``); the files a run
+saves are versioned models in ``fixos.records``, which hold these dataclasses.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -110,75 +109,3 @@ class Verdict:
                 for c in self.checks
             ],
         }
-
-
-@dataclass
-class Timings:
-    reset: float = 0.0
-    """seconds from asking for a host to the fault being confirmed."""
-    boot: float = 0.0
-    """the part of ``reset`` spent getting booted hosts (near 0 from a warm pool)."""
-    agent: float = 0.0
-    verify: float = 0.0
-    step_mean: float = 0.0
-
-
-@dataclass
-class EpisodeRecord:
-    """One finished (or invalid) episode, as written to episodes.jsonl."""
-
-    run_id: str
-    episode_id: str
-    scenario: str
-    difficulty: str
-    seed: int
-    agent: str
-    status: str
-    """"scored" or "invalid"."""
-    reward: float | None
-    solved: bool
-    steps: int
-    timings: Timings
-    faults: list[InjectedFault] = field(default_factory=list)
-    verdict: Verdict | None = None
-    error: str | None = None
-    images: dict[str, str] = field(default_factory=dict)
-    """image tag -> image id of each host."""
-    engine: str | None = None
-    """the Docker engine it ran on, when a run spreads over several."""
-
-
-def to_json(obj: Any) -> Any:
-    """Dataclasses (nested) to JSON-ready data."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, dict):
-        return {str(k): to_json(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [to_json(v) for v in obj]
-    return obj
-
-
-def record_from_json(data: dict[str, Any]) -> EpisodeRecord:
-    """An EpisodeRecord back from its episodes.jsonl line."""
-    verdict = data.get("verdict")
-    return EpisodeRecord(
-        run_id=data["run_id"],
-        episode_id=data["episode_id"],
-        scenario=data["scenario"],
-        difficulty=data["difficulty"],
-        seed=data["seed"],
-        agent=data["agent"],
-        status=data["status"],
-        reward=data["reward"],
-        solved=data["solved"],
-        steps=data["steps"],
-        timings=Timings(**data["timings"]),
-        faults=[InjectedFault(**f) for f in data.get("faults", [])],
-        verdict=None
-        if verdict is None
-        else Verdict(reward=verdict["reward"], checks=[CheckResult(**c) for c in verdict["checks"]]),
-        error=data.get("error"),
-        images=data.get("images", {}),
-        engine=data.get("engine"),
-    )

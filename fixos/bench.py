@@ -3,19 +3,24 @@ result made durable as it ends, so an interrupted run resumes where it stopped."
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import threading
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
+
+from pydantic import ConfigDict
 
 from fixos.core.errors import FixOSError
-from fixos.core.models import EpisodeRecord, Step, record_from_json
+from fixos.core.models import Step
 from fixos.episodes import episode_id_for, run_episode
+from fixos.records.failures import EpisodeStatus, Failure, FailureKind, retry_wanted
+from fixos.records.models import EpisodeRecord
 from fixos.records.rundir import RunDir
+from fixos.records.saved import Saved, read_model, write_model
 from fixos.scenarios.schema import Scenario
 from fixos.stack.engine import Engine, shares
 from fixos.stack.hosts import remove_labelled
@@ -48,12 +53,15 @@ class Job:
         return episode_id_for(self.scenario, self.seed, self.agent)
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(Saved):
+    """What a run is to do: plan.json, which ``--resume`` reads back."""
+
+    model_config = ConfigDict(frozen=True)
+
     scenarios: list[str]
     seeds: list[int]
     agents: list[str]
-    transport: str = "exec"
+    transport: Literal["exec", "ssh"] = "exec"
     shard: tuple[int, int] | None = None
     """(i, n): only every n-th job, starting at the i-th (1-based)."""
 
@@ -65,16 +73,14 @@ class Plan:
         return [job for k, job in enumerate(every) if k % n == i - 1]
 
     def save(self, run: RunDir) -> None:
-        (run.path / "plan.json").write_text(json.dumps(asdict(self), indent=2) + "\n")
+        write_model(run.path / "plan.json", self)
 
     @classmethod
     def load(cls, run: RunDir) -> Plan:
         path = run.path / "plan.json"
         if not path.exists():
             raise FixOSError(f"{path} is missing: cannot resume run {run.run_id}")
-        data = json.loads(path.read_text())
-        shard = tuple(data["shard"]) if data.get("shard") else None
-        return cls(data["scenarios"], data["seeds"], data["agents"], data.get("transport", "exec"), shard)
+        return read_model(cls, path)
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -129,11 +135,11 @@ class Bench:
         self._pools: list[HostPool | None] = [None] * len(self.engines)
 
     def pending(self) -> list[Job]:
-        done = {r["episode_id"] for r in self.run.records()}
+        done = {r.episode_id for r in self.run.records()}
         return [job for job in self.plan.jobs() if job.episode_id not in done]
 
     def records(self) -> list[EpisodeRecord]:
-        return [record_from_json(r) for r in self.run.records()]
+        return self.run.records()
 
     def _episode(self, job: Job) -> None:
         slot = self._slots.get()  # an engine with room; there is one per running worker
@@ -162,13 +168,15 @@ class Bench:
             )
             if len(self.engines) > 1:
                 record.engine = engine.url
-            # A harness failure is the harness's, not the agent's: try it once more.
-            if record.status != "scored" and not retried and not self._stop.is_set():
+            # the failure table says which failures are worth a second run (never the agent's)
+            if retry_wanted(record.failure) and not retried and not self._stop.is_set():
                 retried = True
                 continue
             break
-        if self._stop.is_set():
-            return  # torn down under it: not a result
+        if self._stop.is_set():  # torn down under it: whatever it says, not a result
+            record.fail(Failure(kind=FailureKind.interrupted, detail="the bench was stopped while it ran"))
+        if record.status is EpisodeStatus.interrupted:
+            return  # left out of the journal, so --resume runs it again
         with self._write:
             self.run.write_episode(record, steps)
         self.events.finished(record, retried)

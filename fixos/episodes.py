@@ -16,7 +16,6 @@ import secrets
 import statistics
 import tempfile
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -25,9 +24,11 @@ from typing import Any
 import docker
 
 from fixos.agents import Endpoints, Task, make_agent
-from fixos.core.errors import BudgetExhausted, FixOSError, InvalidEpisode, ShellError, StackError
-from fixos.core.models import EpisodeRecord, InjectedFault, Step, Timings, Verdict
+from fixos.core.errors import BudgetExhausted, FixOSError, ShellError, StackError
+from fixos.core.models import InjectedFault, Step, Verdict
 from fixos.phases import break_hosts, check_entries, fault_entries, probes_of
+from fixos.records.failures import EpisodeStatus, agent_failure, harness_failure
+from fixos.records.models import EpisodeRecord, Timings
 from fixos.scenarios.schema import Scenario
 from fixos.scenarios.solution import render
 from fixos.shells.base import Shell
@@ -224,7 +225,7 @@ def run_episode(
         difficulty=scenario.difficulty,
         seed=seed,
         agent=agent_name,
-        status="invalid",
+        status=EpisodeStatus.invalid,
         reward=None,
         solved=False,
         steps=0,
@@ -274,23 +275,18 @@ def run_episode(
         except (StackError, ShellError):
             raise
         except Exception as exc:  # the agent's own bug: it is still judged on the host it left
-            record.error = f"agent raised {type(exc).__name__}: {exc}"
+            record.failure = agent_failure(exc)
         episode.timings.agent = time.monotonic() - started
         verdict = episode.verify()
-        record.status = "scored"
+        record.status = EpisodeStatus.scored
         record.verdict = verdict
         record.reward = verdict.reward
         record.solved = verdict.solved
         finish = getattr(agent, "finish", None)
         if finish is not None:
             finish(verdict)
-    except (InvalidEpisode, StackError, ShellError) as exc:
-        record.status = "invalid"
-        record.error = f"{type(exc).__name__}: {exc}"
-    except Exception as exc:  # a harness bug must not end a long bench: record it, go on
-        record.status = "invalid"
-        where = traceback.extract_tb(exc.__traceback__)[-1]
-        record.error = f"harness error {type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})"
+    except Exception as exc:  # the harness's failure (even its bug) must not end a long bench: record it
+        record.fail(harness_failure(exc))
     finally:
         episode.close()
     record.steps = len(steps)

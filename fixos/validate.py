@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 import docker
 
-from fixos.core.models import EpisodeRecord
 from fixos.episodes import run_episode
+from fixos.records.models import EpisodeRecord
 from fixos.scenarios.schema import Scenario
 from fixos.stack.pool import HostPool
 
@@ -17,7 +17,7 @@ EXPECTED = {"oracle": "= 1.0", "nop": "= 0.0", "partial": "in (0, 1)"}
 
 
 def meets(agent: str, record: EpisodeRecord) -> bool:
-    if record.status != "scored" or record.reward is None:
+    if not record.scored or record.reward is None:
         return False
     if agent == "oracle":
         return record.reward == 1.0

@@ -4,7 +4,6 @@ while a bench runs a live board on a terminal or one line per episode elsewhere
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Sequence
@@ -26,15 +25,18 @@ from rich.table import Table
 from rich.text import Text
 
 from fixos.bench import Events, Job
-from fixos.core.models import EpisodeRecord, Step
+from fixos.core.models import Step
+from fixos.records.models import EpisodeRecord
 from fixos.records.report import dash
+from fixos.records.rundir import read_reward, read_transcript
+from fixos.records.summary import Stats, Summary
 from fixos.scenarios.schema import Scenario
 from fixos.validate import Validation, meets
 
 
 def outcome_line(record: EpisodeRecord, retried: bool = False) -> str:
     t = record.timings
-    score = "invalid" if record.status != "scored" else f"{record.reward:.2f}"
+    score = f"{record.reward:.2f}" if record.scored else str(record.status)
     line = (
         f"{record.episode_id}: {score} · reset {t.reset:.2f}s · {record.steps} step(s) · "
         f"agent {t.agent:.1f}s · verify {t.verify:.2f}s"
@@ -142,38 +144,38 @@ def timings_line(record: EpisodeRecord) -> str:
     )
 
 
-def _cell(stats: dict[str, Any]) -> str:
-    if stats["mean_reward"] is None:
-        return "[yellow]invalid[/]" if stats["episodes"] else "-"
-    return f"{stats['mean_reward']:.2f} · {stats['solved_pct']:.0f}%"
+def _cell(stats: Stats) -> str:
+    if stats.mean_reward is None:
+        return "[yellow]invalid[/]" if stats.episodes else "-"
+    return f"{stats.mean_reward:.2f} · {stats.solved_pct:.0f}%"
 
 
-def summary_tables(summary: dict[str, Any]) -> list[Table]:
+def summary_tables(summary: Summary) -> list[Table]:
     """Per scenario and per difficulty, one column per agent: mean reward · solved %."""
-    agents = summary["agents"]
+    agents = summary.agents
     by_scenario = Table(title="FixOS results: mean reward · solved % (steps, wall s, time to repair s)")
     by_scenario.add_column("scenario")
     by_scenario.add_column("difficulty")
     for agent in agents:
         by_scenario.add_column(agent, justify="right")
-    for sid, row in summary["scenarios"].items():
+    for sid, row in summary.scenarios.items():
         cells = []
         for agent in agents:
-            st = row["agents"][agent]
+            st = row.agents[agent]
             extra = (
                 ""
-                if st["mean_steps"] is None
-                else (f" ({st['mean_steps']:g}, {st['mean_wall_s']:g}, {dash(st['mean_time_to_repair_s'])})")
+                if st.mean_steps is None or st.mean_wall_s is None
+                else f" ({st.mean_steps:g}, {st.mean_wall_s:g}, {dash(st.mean_time_to_repair_s)})"
             )
             cells.append(_cell(st) + extra)
-        by_scenario.add_row(sid, row["difficulty"], *cells)
+        by_scenario.add_row(sid, row.difficulty, *cells)
     by_difficulty = Table(title="by difficulty")
     by_difficulty.add_column("difficulty")
     for agent in agents:
         by_difficulty.add_column(agent, justify="right")
-    for difficulty, per_agent in summary["difficulties"].items():
+    for difficulty, per_agent in summary.difficulties.items():
         by_difficulty.add_row(difficulty, *(_cell(per_agent[a]) for a in agents))
-    by_difficulty.add_row("all", *(_cell(summary["overall"][a]) for a in agents))
+    by_difficulty.add_row("all", *(_cell(summary.overall[a]) for a in agents))
     return [by_scenario, by_difficulty]
 
 
@@ -187,8 +189,8 @@ def validation_table(rows: Sequence[Validation]) -> Table:
             record = row.records.get(agent)
             if record is None:
                 cells.append("-")
-            elif record.status != "scored":
-                cells.append("[yellow]invalid[/]")
+            elif not record.scored:
+                cells.append(f"[yellow]{record.status}[/]")
             else:
                 color = "green" if meets(agent, record) else "red"
                 cells.append(f"[{color}]{record.reward:.2f}[/]")
@@ -199,29 +201,24 @@ def validation_table(rows: Sequence[Validation]) -> Table:
 def transcript_view(directory: Path) -> list[Any]:
     """The episode's steps and verdict, as rich renderables."""
     parts: list[Any] = []
-    transcript = directory / "transcript.jsonl"
-    steps = [json.loads(x) for x in transcript.read_text().splitlines()] if transcript.exists() else []
+    steps = read_transcript(directory)
     for step in steps:
-        head = Text(f"[{step['index']}] $ ", style="bold")
-        head.append(step["command"], style="bold cyan")
-        head.append(f"   exit {step['exit_code']} · {step['duration'] * 1000:.0f} ms", style="dim")
+        head = Text(f"[{step.index}] $ ", style="bold")
+        head.append(step.command, style="bold cyan")
+        head.append(f"   exit {step.exit_code} · {step.duration * 1000:.0f} ms", style="dim")
         parts.append(head)
-        if step["output"]:
-            parts.append(Text(step["output"].rstrip("\n")))
+        if step.output:
+            parts.append(Text(step.output.rstrip("\n")))
     if not steps:
         parts.append(Text("(no commands recorded)", style="dim"))
-    reward = directory / "reward.json"
-    if reward.exists():
-        data = json.loads(reward.read_text())
-        table = Table(title=f"reward {data['reward']}")
+    reward = read_reward(directory)
+    if reward is not None:
+        table = Table(title=f"reward {reward.reward}")
         for col in ("check", "scored", "passed", "detail"):
             table.add_column(col)
-        for c in data["checks"]:
+        for c in reward.checks:
             table.add_row(
-                escape(c["name"]),
-                "yes" if c["scored"] else "gate",
-                "yes" if c["passed"] else "no",
-                escape(c["detail"]),
+                escape(c.name), "yes" if c.scored else "gate", "yes" if c.passed else "no", escape(c.detail)
             )
         parts.append(table)
     return parts

@@ -1,65 +1,16 @@
-"""What a bench run adds up to: summary.json, junit.xml, report.md with a chart,
-and the comparison against an earlier summary that nightly CI relies on."""
+"""What a bench run adds up to, written out: summary.json, junit.xml, and report.md
+with a chart."""
 
 from __future__ import annotations
 
-import json
-import statistics
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fixos.core.models import EpisodeRecord
-
-DIFFICULTIES = ("easy", "medium", "hard")
-
-
-def _stats(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
-    valid = [r for r in records if r.status == "scored"]
-    solved = [r for r in valid if r.solved]
-    return {
-        "episodes": len(records),
-        "invalid": len(records) - len(valid),
-        "mean_reward": round(statistics.fmean(r.reward or 0.0 for r in valid), 4) if valid else None,
-        "solved_pct": round(100 * len(solved) / len(valid), 1) if valid else None,
-        "mean_steps": round(statistics.fmean(r.steps for r in valid), 1) if valid else None,
-        "mean_wall_s": round(
-            statistics.fmean(r.timings.reset + r.timings.agent + r.timings.verify for r in valid), 2
-        )
-        if valid
-        else None,
-        "mean_time_to_repair_s": round(statistics.fmean(r.timings.agent for r in solved), 2)
-        if solved
-        else None,
-    }
-
-
-def summarize(run_id: str, records: Sequence[EpisodeRecord]) -> dict[str, Any]:
-    agents = sorted({r.agent for r in records})
-    scenarios: dict[str, Any] = {}
-    for sid in dict.fromkeys(r.scenario for r in records):
-        mine = [r for r in records if r.scenario == sid]
-        scenarios[sid] = {
-            "difficulty": mine[0].difficulty,
-            "agents": {a: _stats([r for r in mine if r.agent == a]) for a in agents},
-        }
-    difficulties = {
-        d: {a: _stats([r for r in records if r.difficulty == d and r.agent == a]) for a in agents}
-        for d in DIFFICULTIES
-        if any(r.difficulty == d for r in records)
-    }
-    return {
-        "run_id": run_id,
-        "agents": agents,
-        "episodes": len(records),
-        "overall": {a: _stats([r for r in records if r.agent == a]) for a in agents},
-        "difficulties": difficulties,
-        "scenarios": scenarios,
-        "oracle_failures": sorted(
-            r.episode_id for r in records if r.agent == "oracle" and r.status == "scored" and not r.solved
-        ),
-    }
+from fixos.records.models import EpisodeRecord
+from fixos.records.saved import write_model
+from fixos.records.summary import Stats, Summary, summarize
 
 
 def junit_xml(run_id: str, records: Sequence[EpisodeRecord]) -> str:
@@ -68,9 +19,9 @@ def junit_xml(run_id: str, records: Sequence[EpisodeRecord]) -> str:
         "testsuite",
         name=f"fixos-{run_id}",
         tests=str(len(records)),
-        failures=str(sum(r.status == "scored" and not r.solved for r in records)),
-        errors=str(sum(r.status != "scored" for r in records)),
-        time=f"{sum(r.timings.reset + r.timings.agent + r.timings.verify for r in records):.3f}",
+        failures=str(sum(r.scored and not r.solved for r in records)),
+        errors=str(sum(not r.scored for r in records)),
+        time=f"{sum(r.timings.wall for r in records):.3f}",
     )
     for r in records:
         case = ET.SubElement(
@@ -78,9 +29,9 @@ def junit_xml(run_id: str, records: Sequence[EpisodeRecord]) -> str:
             "testcase",
             classname=f"fixos.{r.agent}.{r.scenario}",
             name=r.episode_id,
-            time=f"{r.timings.reset + r.timings.agent + r.timings.verify:.3f}",
+            time=f"{r.timings.wall:.3f}",
         )
-        if r.status != "scored":
+        if not r.scored:
             ET.SubElement(case, "error", message=r.error or "invalid episode").text = r.error or ""
         elif not r.solved:
             failed = [c for c in (r.verdict.checks if r.verdict else []) if not c.passed]
@@ -89,24 +40,24 @@ def junit_xml(run_id: str, records: Sequence[EpisodeRecord]) -> str:
     return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def chart(summary: dict[str, Any], path: Path) -> None:
+def chart(summary: Summary, path: Path) -> None:
     """Bar chart of mean reward per scenario, one bar per agent (matplotlib, no display)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    scenarios = list(summary["scenarios"])
-    agents = summary["agents"]
+    scenarios = list(summary.scenarios)
+    agents = summary.agents
     width = 0.8 / max(1, len(agents))
     fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(scenarios) + 2), 3.6))
     for i, agent in enumerate(agents):
-        values = [summary["scenarios"][s]["agents"][agent]["mean_reward"] or 0 for s in scenarios]
+        values = [summary.scenarios[s].agents[agent].mean_reward or 0 for s in scenarios]
         ax.bar([x + i * width for x in range(len(scenarios))], values, width, label=agent)
     ax.set_xticks([x + width * (len(agents) - 1) / 2 for x in range(len(scenarios))], scenarios, rotation=45)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("mean reward")
-    ax.set_title(f"FixOS run {summary['run_id']}")
+    ax.set_title(f"FixOS run {summary.run_id}")
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -117,63 +68,41 @@ def dash(value: Any) -> str:
     return "-" if value is None else f"{value:g}"
 
 
-def _cell(stats: dict[str, Any]) -> str:
-    if stats["mean_reward"] is None:
-        return "invalid" if stats["episodes"] else "-"
-    return f"{stats['mean_reward']:.2f} ({stats['solved_pct']:.0f}% solved)"
+def _cell(stats: Stats) -> str:
+    if stats.mean_reward is None:
+        return "invalid" if stats.episodes else "-"
+    return f"{stats.mean_reward:.2f} ({stats.solved_pct:.0f}% solved)"
 
 
-def markdown(summary: dict[str, Any], chart_name: str | None) -> str:
-    agents = summary["agents"]
-    lines = [f"# FixOS run {summary['run_id']}", "", f"{summary['episodes']} episode(s).", ""]
+def markdown(summary: Summary, chart_name: str | None) -> str:
+    agents = summary.agents
+    lines = [f"# FixOS run {summary.run_id}", "", f"{summary.episodes} episode(s).", ""]
     if chart_name:
         lines += [f"![mean reward per scenario]({chart_name})", ""]
     lines += ["## By difficulty", "", "| difficulty | " + " | ".join(agents) + " |"]
     lines.append("| --- " * (len(agents) + 1) + "|")
-    for d, per_agent in summary["difficulties"].items():
+    for d, per_agent in summary.difficulties.items():
         lines.append(f"| {d} | " + " | ".join(_cell(per_agent[a]) for a in agents) + " |")
     lines += ["", "## By scenario", ""]
     head = ["scenario", "difficulty"] + [f"{a}: reward (solved)" for a in agents]
     head += [f"{a}: steps / wall s / repair s" for a in agents]
     lines += ["| " + " | ".join(head) + " |", "| --- " * len(head) + "|"]
-    for sid, row in summary["scenarios"].items():
-        stats = [row["agents"][a] for a in agents]
-        timing = [
-            f"{s['mean_steps']} / {s['mean_wall_s']} / {dash(s['mean_time_to_repair_s'])}" for s in stats
-        ]
-        lines.append(
-            f"| {sid} | {row['difficulty']} | " + " | ".join([_cell(s) for s in stats] + timing) + " |"
-        )
-    if summary["oracle_failures"]:
-        lines += ["", "**Broken scenarios** (oracle below 1.0): " + ", ".join(summary["oracle_failures"])]
+    for sid, row in summary.scenarios.items():
+        stats = [row.agents[a] for a in agents]
+        timing = [f"{s.mean_steps} / {s.mean_wall_s} / {dash(s.mean_time_to_repair_s)}" for s in stats]
+        lines.append(f"| {sid} | {row.difficulty} | " + " | ".join([_cell(s) for s in stats] + timing) + " |")
+    if summary.oracle_failures:
+        lines += ["", "**Broken scenarios** (oracle below 1.0): " + ", ".join(summary.oracle_failures)]
     return "\n".join(lines) + "\n"
 
 
-def write_reports(directory: Path, run_id: str, records: Sequence[EpisodeRecord]) -> dict[str, Any]:
+def write_reports(directory: Path, run_id: str, records: Sequence[EpisodeRecord]) -> Summary:
     summary = summarize(run_id, records)
-    (directory / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_model(directory / "summary.json", summary)
     (directory / "junit.xml").write_text(junit_xml(run_id, records))
     chart_name = None
-    if summary["scenarios"]:
+    if summary.scenarios:
         chart(summary, directory / "scores.png")
         chart_name = "scores.png"
     (directory / "report.md").write_text(markdown(summary, chart_name))
     return summary
-
-
-def compare(current: dict[str, Any], baseline: dict[str, Any], tolerance: float) -> list[str]:
-    """Regressions of ``current`` against ``baseline``: one line each; empty when none."""
-    problems = [f"broken scenario: oracle scored below 1.0 in {e}" for e in current["oracle_failures"]]
-    for sid, row in baseline.get("scenarios", {}).items():
-        for agent, old in row["agents"].items():
-            new = current["scenarios"].get(sid, {}).get("agents", {}).get(agent)
-            if new is None or old["mean_reward"] is None:
-                continue
-            if new["mean_reward"] is None:
-                problems.append(f"{sid} ({agent}): no valid episode now (was {old['mean_reward']:.2f})")
-            elif new["mean_reward"] < old["mean_reward"] - tolerance:
-                problems.append(
-                    f"{sid} ({agent}): mean reward {new['mean_reward']:.2f} < {old['mean_reward']:.2f} "
-                    f"- {tolerance:g}"
-                )
-    return problems

@@ -1,18 +1,18 @@
-"""results/<run-id>/: one line per finished episode, made durable as it ends."""
+"""results/<run-id>/: one line per finished episode, made durable as it ends, and a
+directory per episode with its transcript, faults and reward."""
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
-from fixos.core.models import EpisodeRecord, Step, to_json
+from fixos.core.models import Step
+from fixos.records.models import EpisodeRecord, FaultsFile, RewardFile, StepLine
+from fixos.records.saved import append_line, read_lines, read_model, write_lines, write_model
 
-
-def _write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+TRANSCRIPT = "transcript.jsonl"
+REWARD = "reward.json"
+FAULTS = "faults.json"
 
 
 class RunDir:
@@ -30,19 +30,25 @@ class RunDir:
     def write_episode(self, record: EpisodeRecord, steps: Iterable[Step]) -> Path:
         directory = self.episode_dir(record.episode_id)
         if record.verdict is not None:
-            _write_json(directory / "reward.json", record.verdict.reward_json())
-        _write_json(directory / "faults.json", to_json(record.faults))
-        with (directory / "transcript.jsonl").open("w", encoding="utf-8") as f:
-            for step in steps:
-                f.write(json.dumps(to_json(step)) + "\n")
+            write_model(directory / REWARD, RewardFile.of(record.verdict))
+        write_model(directory / FAULTS, FaultsFile(faults=record.faults))
+        write_lines(directory / TRANSCRIPT, (StepLine.of(step) for step in steps))
         # The journal line goes last and is synced: a line there means the episode is complete.
-        with self.episodes.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(to_json(record)) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        append_line(self.episodes, record)
         return directory
 
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[EpisodeRecord]:
         if not self.episodes.exists():
             return []
-        return [json.loads(line) for line in self.episodes.read_text().splitlines() if line.strip()]
+        return read_lines(EpisodeRecord, self.episodes)
+
+
+def read_transcript(directory: Path) -> list[StepLine]:
+    """An episode directory's steps; none when it has no transcript."""
+    path = directory / TRANSCRIPT
+    return read_lines(StepLine, path) if path.exists() else []
+
+
+def read_reward(directory: Path) -> RewardFile | None:
+    path = directory / REWARD
+    return read_model(RewardFile, path) if path.exists() else None

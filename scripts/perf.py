@@ -93,11 +93,11 @@ def measure_throughput(client, images, catalog, parallel: int, seeds: int) -> tu
     """Oracle episodes per minute over the easy scenarios, and how many were not scored 1.0."""
     easy = [s.id for s in catalog.values() if s.difficulty == "easy"]
     run = RunDir(ROOT / "results" / "perf-runs", "perf-" + new_run_id())
-    plan = Plan(easy, list(range(1, seeds + 1)), ["oracle"])
+    plan = Plan(scenarios=easy, seeds=list(range(1, seeds + 1)), agents=["oracle"])
     started = time.monotonic()
     Bench(plan, run, catalog, engines=[Engine("local", client, images)], parallel=parallel).execute()
     rate = len(plan.jobs()) / ((time.monotonic() - started) / 60)
-    return rate, sum(1 for r in run.records() if r["reward"] != 1.0)
+    return rate, sum(1 for r in run.records() if r.reward != 1.0)
 
 
 def main() -> int:

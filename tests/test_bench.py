@@ -17,9 +17,12 @@ from rich.console import Console
 
 from fixos.bench import Bench, Events, Plan, parse_shard
 from fixos.cli.main import main
-from fixos.core.models import CheckResult, EpisodeRecord, Timings, Verdict
-from fixos.records.report import compare, junit_xml, summarize, write_reports
+from fixos.core.models import CheckResult, Verdict
+from fixos.records.failures import EpisodeStatus, Failure, FailureKind
+from fixos.records.models import EpisodeRecord, Timings
+from fixos.records.report import junit_xml, write_reports
 from fixos.records.rundir import RunDir
+from fixos.records.summary import compare, summarize
 from fixos.scenarios.catalog import load_catalog
 from fixos.stack.engine import Engine
 
@@ -37,22 +40,24 @@ def record(
         difficulty=difficulty,
         seed=seed,
         agent=agent,
-        status="scored" if reward is not None else "invalid",
+        status=EpisodeStatus.scored if reward is not None else EpisodeStatus.invalid,
         reward=reward,
         solved=reward == 1.0,
         steps=3,
         timings=Timings(reset=1, agent=2, verify=0.1),
         verdict=verdict,
-        error=None if reward is not None else "StackError: boom",
+        failure=None
+        if reward is not None
+        else Failure(kind=FailureKind.boot_failed, detail="StackError: boom"),
     )
 
 
 def test_shards_split_the_jobs_deterministically():
-    plan = Plan(["a", "b", "c"], [1, 2], ["x", "y"])
-    shards = [Plan(["a", "b", "c"], [1, 2], ["x", "y"], shard=(i, 3)).jobs() for i in (1, 2, 3)]
+    plan = Plan(scenarios=["a", "b", "c"], seeds=[1, 2], agents=["x", "y"])
+    shards = [plan.model_copy(update={"shard": (i, 3)}).jobs() for i in (1, 2, 3)]
     assert sorted(j.episode_id for s in shards for j in s) == sorted(j.episode_id for j in plan.jobs())
     assert all(len(s) == 4 for s in shards)
-    assert shards[0] == Plan(["a", "b", "c"], [1, 2], ["x", "y"], shard=(1, 3)).jobs()
+    assert shards[0] == Plan(scenarios=["a", "b", "c"], seeds=[1, 2], agents=["x", "y"], shard=(1, 3)).jobs()
     with pytest.raises(ValueError, match="1/4"):
         parse_shard("4/3")
 
@@ -64,7 +69,7 @@ def test_junit_has_a_testcase_per_episode_with_failures_and_errors():
     assert [c.get("name") for c in cases] == [r.episode_id for r in records]
     assert cases[0].find("failure") is None and cases[0].find("error") is None
     assert cases[1].find("failure") is not None
-    assert cases[2].find("error").get("message") == "StackError: boom"
+    assert cases[2].find("error").get("message") == "boot_failed: StackError: boom"
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "1", "1")
 
 
@@ -97,7 +102,7 @@ def test_reports_render(tmp_path):
         record("hard_1", "nop", 0.5, difficulty="hard"),
     ]
     summary = write_reports(tmp_path, "r", records)
-    assert summary["scenarios"]["easy_1"]["agents"]["oracle"]["solved_pct"] == 100.0
+    assert summary.scenarios["easy_1"].agents["oracle"].solved_pct == 100.0
     report = (tmp_path / "report.md").read_text()
     assert "![mean reward per scenario](scores.png)" in report and "| hard_1 | hard |" in report
     assert (tmp_path / "scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -124,11 +129,11 @@ def test_parallelism_is_honoured_exactly(client, images, tmp_path):
                 self.now -= 1
 
     events = Count()
-    plan = Plan(["easy_1"], [1, 2, 3, 4], ["nop"])
+    plan = Plan(scenarios=["easy_1"], seeds=[1, 2, 3, 4], agents=["nop"])
     engines = [Engine("local", client, images)]
     Bench(plan, run, catalog, engines=engines, parallel=2, events=events).execute()
     assert events.peak == 2
-    assert sorted(r["episode_id"] for r in run.records()) == sorted(j.episode_id for j in plan.jobs())
+    assert sorted(r.episode_id for r in run.records()) == sorted(j.episode_id for j in plan.jobs())
     assert labelled(client, "par") == []
 
 

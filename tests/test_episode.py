@@ -40,7 +40,7 @@ def test_oracle_solves_and_nop_does_not(client, images, test_run_id, tmp_path, e
     assert written["reward"] == reward
     assert {c["name"] for c in written["checks"]} == {c.name for c in easy_1.checks}
     assert all(set(c) == {"name", "passed", "scored", "detail"} for c in written["checks"])
-    assert [r["episode_id"] for r in run.records()] == [record.episode_id]
+    assert [r.episode_id for r in run.records()] == [record.episode_id]
     transcript = (directory / "transcript.jsonl").read_text().splitlines()
     assert len(transcript) == len(steps) == (1 if agent == "oracle" else 0)
 

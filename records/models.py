@@ -1,0 +1,122 @@
+"""The files of results/<run-id>/ as models: the journal line of each episode
+(episodes.jsonl), and per episode its transcript, faults and reward; summary.json
+is in ``records.summary``. The transcript of an episode is
+``<run-id>/<episode_id>/transcript.jsonl``, found by the record's ``episode_id``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fixos.core.models import InjectedFault, Step, Verdict
+from fixos.records.failures import EpisodeStatus, Failure
+from fixos.records.saved import Saved
+
+
+class Timings(BaseModel):
+    """Where an episode's time went; the episode fills it in as its phases end."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reset: float = 0.0
+    """seconds from asking for a host to the fault being confirmed."""
+    boot: float = 0.0
+    """the part of ``reset`` spent getting booted hosts (near 0 from a warm pool)."""
+    agent: float = 0.0
+    verify: float = 0.0
+    step_mean: float = 0.0
+
+    @property
+    def wall(self) -> float:
+        return self.reset + self.agent + self.verify
+
+
+class EpisodeRecord(Saved):
+    """One finished (or invalid) episode: one line of episodes.jsonl."""
+
+    run_id: str
+    episode_id: str
+    scenario: str
+    difficulty: str
+    seed: int
+    agent: str
+    status: EpisodeStatus
+    reward: float | None
+    solved: bool
+    steps: int
+    timings: Timings
+    faults: list[InjectedFault] = Field(default_factory=list)
+    verdict: Verdict | None = None
+    failure: Failure | None = None
+    """why it is invalid, or the agent's own crash in an episode still scored."""
+    images: dict[str, str] = Field(default_factory=dict)
+    """image tag -> image id of each host."""
+    engine: str | None = None
+    """the Docker engine it ran on, when a run spreads over several."""
+
+    @property
+    def scored(self) -> bool:
+        return self.status is EpisodeStatus.scored
+
+    @property
+    def error(self) -> str | None:
+        """The failure as one line (``kind: detail``), or None."""
+        return None if self.failure is None else self.failure.text
+
+    def fail(self, failure: Failure) -> None:
+        """End as ``failure`` says: its status from the failure table, no score."""
+        self.failure = failure
+        self.status = failure.status
+        self.reward, self.solved, self.verdict = None, False, None
+
+
+class StepLine(Saved):
+    """One agent command: one line of an episode's transcript.jsonl."""
+
+    index: int
+    command: str
+    output: str
+    exit_code: int
+    duration: float
+    started_at: float
+    timed_out: bool = False
+
+    @classmethod
+    def of(cls, step: Step) -> StepLine:
+        return cls(
+            index=step.index,
+            command=step.command,
+            output=step.output,
+            exit_code=step.exit_code,
+            duration=step.duration,
+            started_at=step.started_at,
+            timed_out=step.timed_out,
+        )
+
+
+class FaultsFile(Saved):
+    """faults.json: what was injected, with its seeded parts and confirmation."""
+
+    faults: list[InjectedFault]
+
+
+class RewardCheck(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    passed: bool
+    scored: bool
+    detail: str
+
+
+class RewardFile(Saved):
+    """reward.json of an episode directory: the structured reward (reward + checks)."""
+
+    reward: float
+    checks: list[RewardCheck]
+
+    @classmethod
+    def of(cls, verdict: Verdict) -> RewardFile:
+        data: dict[str, Any] = verdict.reward_json()
+        return cls(reward=data["reward"], checks=[RewardCheck(**c) for c in data["checks"]])

@@ -1,0 +1,101 @@
+"""Saved files as pydantic models with a schema version: written by ``model_dump_json``,
+read back by ``model_validate_json``, and a file that does not fit (garbage, another
+version, missing fields) is one ``RecordError`` line naming the file and line."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, model_validator
+from pydantic_core import PydanticCustomError
+
+from fixos.core.errors import RecordError
+
+M = TypeVar("M", bound="Saved")
+
+_READING = {"reading": True}
+"""validation context of a file read back: only then must the version be there and match."""
+
+
+class Saved(BaseModel):
+    """A saved format. A subclass that changes its shape redeclares ``schema_version: int = N+1``:
+    the default is the version it writes and the only one it reads."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+
+    @classmethod
+    def reads_version(cls) -> int:
+        return cls.model_fields["schema_version"].default
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_version(cls, data: Any, info: ValidationInfo) -> Any:
+        if not (info.context or {}).get("reading") or not isinstance(data, dict):
+            return data
+        found, wanted = data.get("schema_version"), cls.reads_version()
+        if found == wanted:
+            return data
+        if found is None:
+            problem = f"no schema_version (written by an older FixOS; this one reads version {wanted})"
+        elif isinstance(found, int) and found > wanted:
+            problem = f"schema_version {found} is newer than this FixOS reads ({wanted}): upgrade FixOS"
+        else:
+            problem = f"schema_version {found!r}, but this FixOS reads version {wanted}"
+        raise PydanticCustomError("schema_version", problem)
+
+
+def _one_line(exc: ValidationError) -> str:
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    where = ".".join(str(part) for part in first["loc"])
+    problem = f"{where}: {first['msg']}" if where else first["msg"]
+    if len(errors) > 1:
+        problem += f" (and {len(errors) - 1} more problem(s))"
+    return " ".join(problem.split())
+
+
+def parse(cls: type[M], text: str, path: Path, line: int | None = None) -> M:
+    try:
+        return cls.model_validate_json(text, context=_READING)
+    except ValidationError as exc:
+        raise RecordError(str(path), f"not a valid {cls.__name__}: {_one_line(exc)}", line) from None
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecordError(str(path), f"cannot read it ({exc})") from None
+
+
+def read_model(cls: type[M], path: Path) -> M:
+    return parse(cls, _read_text(path), path)
+
+
+def read_lines(cls: type[M], path: Path) -> list[M]:
+    """Every non-blank line of a .jsonl file, as ``cls``."""
+    text = _read_text(path)
+    return [parse(cls, line, path, n) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+
+
+def write_model(path: Path, model: Saved) -> None:
+    path.write_text(model.model_dump_json(indent=2) + "\n", encoding="utf-8")
+
+
+def write_lines(path: Path, models: Iterable[Saved]) -> None:
+    with path.open("w", encoding="utf-8") as f:
+        for model in models:
+            f.write(model.model_dump_json() + "\n")
+
+
+def append_line(path: Path, model: Saved) -> None:
+    """Append one line and make it durable before returning: a journal line means done."""
+    with path.open("a", encoding="utf-8") as f:
+        f.write(model.model_dump_json() + "\n")
+        f.flush()
+        os.fsync(f.fileno())
