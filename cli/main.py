@@ -18,6 +18,7 @@ from fixos.cli.common import DEFAULT_RESULTS, docker_host_option, parse_seeds, p
 from fixos.cli.episodes import cmd_bench, cmd_play, cmd_run, cmd_show, cmd_verify
 from fixos.cli.serving import cmd_export, cmd_serve
 from fixos.cli.validate import cmd_validate
+from fixos.console import make_console
 from fixos.core.errors import FixOSError
 from fixos.scenarios.schema import SCENARIO_DIR
 
@@ -136,8 +137,8 @@ def _terminate(signum: int, frame: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None, console: Console | None = None) -> int:
-    console = console or Console()
-    errors = Console(stderr=True, soft_wrap=True)
+    console = console or make_console()  # off a terminal (CI logs), lines are not cut at 80 columns
+    errors = make_console(stderr=True, soft_wrap=True)
     args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
     try:
