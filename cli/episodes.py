@@ -100,6 +100,7 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
         )
         run = RunDir(args.results, new_run_id())
         bench_plan.save(run)
+    baseline = read_summary(args.compare) if args.compare else None  # a bad file fails before the run
     records = execute(bench_plan, run, console, args.jobs, catalog, args.docker_host)
     summary = write_reports(run.path, run.run_id, records)
     for table in summary_tables(summary):
@@ -110,8 +111,8 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
         highlight=False,
     )
     status = 1 if any(r.status != "scored" for r in records) else 0
-    if args.compare:
-        problems = compare(summary, read_summary(args.compare), args.tolerance)
+    if baseline is not None:
+        problems = compare(summary, baseline, args.tolerance)
         for problem in problems:
             console.print(f"[red]regression[/]: {escape(problem)}", highlight=False)
         if problems:
