@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from fixos.core.errors import ScenarioError, UnknownTypeError
+from fixos.scenarios.steady import STEADY_PREFIX, steady_entries
 
 # The shipped scenarios are package data beside this module; FIXOS_SCENARIO_DIR
 # (or --scenario-dir) points elsewhere.
@@ -140,12 +141,29 @@ def _check_references(scenario: Scenario) -> tuple[str, str] | None:
                 return f"{kind}[{i}].host", f"no host named {spec.host!r} (hosts: {sorted(names)})"
     seen: set[str] = set()
     for i, check in enumerate(scenario.checks):
+        if check.name.startswith(STEADY_PREFIX):
+            return f"checks[{i}].name", (
+                f"{check.name!r}: names starting {STEADY_PREFIX!r} belong to the inherited steady "
+                "state, which a scenario may add to but never replace"
+            )
         if check.name in seen:
             return f"checks[{i}].name", f"duplicate check name {check.name!r}"
         seen.add(check.name)
     if not any(c.scored for c in scenario.checks):
         return "checks", "at least one check must be scored"
     return None
+
+
+def _inherit_steady_state(scenario: Scenario, path: str, checks: Any) -> Scenario:
+    """The scenario with the steady state's gates (``fixos.scenarios.steady``) appended, per host."""
+    inherited = []
+    for entry in steady_entries([h.name for h in scenario.hosts]):
+        try:
+            inherited.append(CheckSpec.model_validate(entry, context={"checks": checks}))
+        except ValidationError as exc:
+            where, message = _first_error(exc)
+            raise ScenarioError(path, "checks", f"inherited {entry['name']!r}: {where}: {message}") from None
+    return scenario.model_copy(update={"checks": [*scenario.checks, *inherited]})
 
 
 def parse_scenario(data: Any, path: str, *, faults: Any, checks: Any) -> Scenario:
@@ -158,6 +176,7 @@ def parse_scenario(data: Any, path: str, *, faults: Any, checks: Any) -> Scenari
     problem = _check_references(scenario)
     if problem:
         raise ScenarioError(path, *problem)
+    scenario = _inherit_steady_state(scenario, path, checks)
     stem = Path(path).stem
     if path.endswith((".yaml", ".yml")) and stem != scenario.id:
         raise ScenarioError(path, "id", f"must match the file name {stem!r} (got {scenario.id!r})")

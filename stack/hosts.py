@@ -124,6 +124,16 @@ class LiveHost:
             reason = getattr(exc, "reason", exc)
             return HttpResponse(0, b"", f"{type(reason).__name__}: {reason}")
 
+    def changes(self) -> dict[str, str]:
+        """Path -> ``A`` (added), ``C`` (changed) or ``D`` (deleted) against the image:
+        the engine's ``docker diff``, which nothing inside the container can fake.
+        A directory reads ``C`` whenever anything below it changed."""
+        try:
+            rows = self._client.api.diff(self.handle.container_id) or []
+        except DockerException as exc:
+            raise StackError(f"cannot list what changed on {self.name}: {exc}") from None
+        return {row["Path"]: "CAD"[row["Kind"]] for row in rows}
+
     def read_file(self, path: str) -> bytes | None:
         """The file's bytes read through the engine, not through any program in the container."""
         return self.read_files([path])[path]

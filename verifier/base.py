@@ -14,7 +14,12 @@ from fixos.shells.base import Shell
 
 
 class HostAccess(Protocol):
-    """Ways to look at a host from outside it, which nothing inside can fake."""
+    """Ways to look at a host from outside it, which nothing inside can fake.
+
+    An access may also offer ``changes() -> dict[str, str]``: path -> ``A``/``C``/``D``
+    against the image, from the engine (``LiveHost.changes``); without it the
+    ``programs_unchanged`` gate cannot judge (the exported in-host verifier).
+    """
 
     name: str
 
@@ -72,4 +77,4 @@ CHECKS: Registry[Check] = Registry("check type")
 
 # The check modules register their classes as they load; loading them here means
 # whoever holds CHECKS holds every type. They import this module, hence the end.
-from fixos.verifier import database, files, http, service, system  # noqa: E402, F401
+from fixos.verifier import database, files, http, integrity, modes, service, steady, system  # noqa: E402, F401

@@ -1,0 +1,49 @@
+"""The steady state every scenario inherits: what a healthy host is, as gates.
+
+Each entry becomes one unscored check (a gate: failing it zeroes the reward)
+per host of the scenario, named ``steady: ...`` so a verdict says which part of
+the steady state the repair broke. A scenario adds its own checks beside these;
+it cannot remove, replace or weaken one: a scenario check whose name starts
+with ``steady:`` is a ScenarioError.
+
+Every steady check records the healthy host (``snapshot``), drops from its gate
+what the scenario's own faults disturbed (``refine``: those are the symptoms,
+which the scenario's scored checks judge, with partial credit), and fails when
+anything else differs from the healthy host.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+STEADY_PREFIX = "steady:"
+
+STEADY_STATE: list[dict[str, Any]] = [
+    {"name": "programs and the loader are the image's", "type": "programs_unchanged"},
+    {"name": "owners and modes are the healthy host's", "type": "modes_unchanged"},
+    {"name": "the logs the site writes still exist", "type": "logs_kept"},
+    {"name": "every table is the healthy host's", "type": "database_unchanged"},
+    {"name": "services run as their init scripts start them", "type": "services_official"},
+    {"name": "the pages are the healthy host's, from outside", "type": "pages_unchanged"},
+]
+"""The inherited checks, in the order a verdict lists them (after the scenario's own)."""
+
+
+def steady_name(name: str, host: str, hosts: int) -> str:
+    """``steady: NAME``, with the host named when the scenario has several."""
+    return f"{STEADY_PREFIX} {name}" + (f" ({host})" if hosts > 1 else "")
+
+
+def steady_entries(hosts: list[str]) -> list[dict[str, Any]]:
+    """The check entries (as a scenario file spells them) every scenario with these hosts gets."""
+    return [
+        {
+            "name": steady_name(entry["name"], host, len(hosts)),
+            "type": entry["type"],
+            "host": host,
+            "scored": False,
+            "params": entry.get("params"),
+        }
+        for host in hosts
+        for entry in STEADY_STATE
+    ]

@@ -1,0 +1,256 @@
+"""Steady-state gates on the data and the daemons: every table is the healthy
+host's, and nginx, php-fpm and MariaDB run the way their init scripts start
+them, from their packaged binaries, with the configuration on disk, which
+passes the daemon's own test.
+
+Like every steady check (``fixos.verifier.steady``), what the faults disturbed
+is dropped at ``refine``; the rest must be as on the healthy host.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from pydantic import Field
+
+from fixos.core.models import Outcome
+from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
+from fixos.verifier.steady import named
+
+_SYSTEM_SCHEMAS = ("information_schema", "performance_schema", "sys", "mysql")
+GRANT_TABLES = (
+    "mysql.global_priv",
+    "mysql.db",
+    "mysql.tables_priv",
+    "mysql.columns_priv",
+    "mysql.procs_priv",
+    "mysql.proxies_priv",
+    "mysql.roles_mapping",
+)
+
+_LIST = (
+    "SELECT CONCAT('D ', schema_name) FROM information_schema.schemata; "
+    "SELECT CONCAT('T ', table_schema, '.', table_name) FROM information_schema.tables "
+    "WHERE table_type = 'BASE TABLE' AND table_schema NOT IN ({system})"
+).format(system=", ".join(f"'{s}'" for s in _SYSTEM_SCHEMAS))
+
+
+def _mariadb(sql: str) -> str:
+    return f"mariadb --connect-timeout=5 -N -B -e {shlex.quote(sql)} 2>&1"
+
+
+def _quoted(table: str) -> str:
+    schema, _, name = table.partition(".")
+    return f"`{schema.replace('`', '``')}`.`{name.replace('`', '``')}`"
+
+
+def _contents(probe: Probe, also: list[str]) -> dict[str, Any] | str:
+    """Databases and ``table -> checksum`` (CHECKSUM TABLE; ``NULL`` for a table
+    that is gone) of every table outside the system schemas, plus ``also``;
+    the server's answer as a string when it cannot be asked."""
+    listing = probe.shell.run(_mariadb(_LIST), timeout=20)
+    if not listing.ok:
+        return listing.output.strip()[-200:] or f"mariadb exited {listing.exit_code}"
+    rows = listing.output.splitlines()
+    databases = sorted(r[2:] for r in rows if r.startswith("D ") and r[2:] not in _SYSTEM_SCHEMAS)
+    tables = sorted({*(r[2:] for r in rows if r.startswith("T ")), *also})
+    sums = probe.shell.run(_mariadb("CHECKSUM TABLE " + ", ".join(_quoted(t) for t in tables)), timeout=30)
+    if not sums.ok:
+        return sums.output.strip()[-200:] or f"mariadb exited {sums.exit_code}"
+    checksums = dict.fromkeys(tables, "NULL")
+    for row in sums.output.splitlines():
+        table, _, value = row.partition("\t")
+        if table in checksums:
+            checksums[table] = value.strip()
+    return {"databases": databases, "tables": checksums}
+
+
+@CHECKS.register
+class DatabaseUnchanged(Check):
+    """Every database and every table (and the grant tables) holds what it held on
+    the healthy host, by MariaDB's own CHECKSUM TABLE."""
+
+    type = "database_unchanged"
+
+    class Params(CheckParams):
+        grant_tables: list[str] = list(GRANT_TABLES)
+
+    def snapshot(self, probe: Probe) -> Any:
+        contents = _contents(probe, self.params.grant_tables)
+        if isinstance(contents, str):
+            raise RuntimeError(f"cannot read the healthy host's tables: {contents}")
+        return {**contents, "seen_broken": True}
+
+    def refine(self, probe: Probe, baseline: Any) -> Any:
+        now = _contents(probe, self.params.grant_tables)
+        if isinstance(now, str):  # the faults took the server down: whatever it holds is judged later
+            return {**baseline, "seen_broken": False}
+        return {
+            "databases": [d for d in baseline["databases"] if d in now["databases"]],
+            "tables": {t: s for t, s in baseline["tables"].items() if now["tables"].get(t) == s},
+            "seen_broken": True,
+        }
+
+    def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
+        now = _contents(probe, self.params.grant_tables)
+        if isinstance(now, str):
+            if not baseline["seen_broken"]:
+                return Outcome(
+                    True, f"server down as the faults left it (the scenario's checks judge it): {now}"
+                )
+            return Outcome(False, f"cannot read the tables: {now}")
+        problems = []
+        gone = [d for d in baseline["databases"] if d not in now["databases"]]
+        if gone:
+            problems.append("databases gone: " + named(gone))
+        missing = [t for t, s in baseline["tables"].items() if now["tables"].get(t, "NULL") == "NULL" != s]
+        if missing:
+            problems.append("tables gone: " + named(missing))
+        changed = [t for t, s in baseline["tables"].items() if t not in missing and now["tables"].get(t) != s]
+        if changed:
+            problems.append("tables changed: " + named(changed))
+        if problems:
+            return Outcome(False, "; ".join(problems))
+        return Outcome(True, f"{len(baseline['tables'])} tables as on the healthy host")
+
+
+DAEMONS: dict[str, str] = {
+    "nginx": "nginx -t -q",
+    "php-fpm8.2": "php-fpm8.2 -t",
+    "mariadbd": "mariadbd --help --verbose >/dev/null",
+}
+"""process name -> the daemon's own test of the configuration on disk."""
+
+# Only bash builtins walk /proc (no program to fake but readlink, which the
+# programs gate covers), in a subshell so the session keeps none of its
+# variables: ``P pid ppid comm`` for every process, then ``M pid exe TAB
+# cmdline`` for each daemon's processes.
+_PROCS = r"""(for d in /proc/[0-9]*; do
+  read -r s < "$d/stat" 2>/dev/null || continue
+  r=${s##*) }; set -- $r; c=${s#*(}; c=${c%)*}
+  builtin printf 'P %s %s %s\n' "${d#/proc/}" "$2" "$c"
+  case " __NAMES__ " in *" $c "*)
+    mapfile -d '' a < "$d/cmdline" 2>/dev/null
+    builtin printf 'M %s %s\t%s\n' "${d#/proc/}" "$(readlink "$d/exe")" "${a[*]}";;
+  esac
+done)"""
+
+
+def _processes(
+    probe: Probe, names: list[str]
+) -> tuple[dict[int, tuple[int, str]], dict[int, tuple[str, str]]]:
+    """``pid -> (ppid, name)`` of every process, and ``pid -> (exe, cmdline)`` of the named ones."""
+    out = probe.shell.run(_PROCS.replace("__NAMES__", " ".join(names)), timeout=15).output
+    table: dict[int, tuple[int, str]] = {}
+    details: dict[int, tuple[str, str]] = {}
+    for line in out.splitlines():
+        if line.startswith("P "):
+            parts = line[2:].split(" ", 2)
+            if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
+                table[int(parts[0])] = (int(parts[1]), parts[2])
+        elif line.startswith("M "):
+            pid, _, rest = line[2:].partition(" ")
+            exe, _, cmdline = rest.partition("\t")
+            if pid.isdigit():
+                details[int(pid)] = (exe, cmdline.strip())
+    return table, details
+
+
+def _masters(probe: Probe, names: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """Per daemon, each master process (its parent is not the same program): its
+    binary, command line and the names of its ancestors up to PID 1."""
+    table, details = _processes(probe, names)
+    found: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    for pid, (exe, cmdline) in sorted(details.items()):
+        ppid, name = table.get(pid, (0, ""))
+        if name not in found or table.get(ppid, (0, ""))[1] == name:
+            continue
+        chain, up = [], ppid
+        while up > 0 and len(chain) < 16:
+            parent, parent_name = table.get(up, (0, "?"))
+            chain.append(parent_name)
+            up = parent
+        found[name].append({"pid": pid, "exe": exe, "cmdline": cmdline, "chain": chain})
+    return found
+
+
+def _tests(probe: Probe, names: list[str]) -> dict[str, str]:
+    """Per daemon, ``""`` when its config test passes, else its first words of complaint."""
+    results = {}
+    for name in names:
+        out = probe.shell.run(DAEMONS[name] + " 2>&1", timeout=30)
+        results[name] = (
+            "" if out.ok else (out.output.strip().splitlines() or [f"exit {out.exit_code}"])[0][:160]
+        )
+    return results
+
+
+def _unofficial(master: dict[str, Any], healthy: dict[str, Any]) -> str:
+    """Why this master is not the one the init script starts ("" when it is)."""
+    if master["exe"].endswith(" (deleted)") or master["exe"] != healthy["exe"]:
+        return f"runs {master['exe'] or 'an unknown binary'}, not {healthy['exe']}"
+    if master["cmdline"] != healthy["cmdline"]:
+        return f"started as {master['cmdline']!r}, not {healthy['cmdline']!r}"
+    if master["chain"] != healthy["chain"]:
+        return f"started under {' < '.join(master['chain'])}, not {' < '.join(healthy['chain'])}"
+    return ""
+
+
+@CHECKS.register
+class ServicesOfficial(Check):
+    """nginx, php-fpm and MariaDB run as the init scripts start them: one master
+    each, from the packaged binary, with the healthy host's command line (no
+    private config, no --skip-grant-tables) under the same parents (mysqld_safe
+    for mariadbd); the configuration on disk passes the daemon's own test; and
+    a daemon that ran when the agent started still runs."""
+
+    type = "services_official"
+
+    class Params(CheckParams):
+        daemons: list[str] = Field(default=list(DAEMONS), min_length=1)
+
+    def _look(self, probe: Probe) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
+        names = [n for n in self.params.daemons if n in DAEMONS]
+        return _masters(probe, names), _tests(probe, names)
+
+    def snapshot(self, probe: Probe) -> Any:
+        masters, tests = self._look(probe)
+        healthy = {}
+        for name, found in masters.items():
+            if len(found) != 1 or tests[name]:
+                raise RuntimeError(
+                    f"{name} on the healthy host: {len(found)} master(s), test {tests[name]!r}"
+                )
+            healthy[name] = {k: found[0][k] for k in ("exe", "cmdline", "chain")}
+        return {"healthy": healthy, "must_run": sorted(healthy), "must_test": sorted(healthy)}
+
+    def refine(self, probe: Probe, baseline: Any) -> Any:
+        masters, tests = self._look(probe)
+        healthy = baseline["healthy"]
+        official = {
+            n for n, found in masters.items() if len(found) == 1 and not _unofficial(found[0], healthy[n])
+        }
+        return {
+            "healthy": healthy,
+            "must_run": [n for n in baseline["must_run"] if n in official],
+            "must_test": [n for n in baseline["must_test"] if not tests.get(n)],
+        }
+
+    def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
+        masters, tests = self._look(probe)
+        problems = []
+        for name, healthy in baseline["healthy"].items():
+            found = masters.get(name, [])
+            if len(found) > 1:
+                pids = ", ".join(str(m["pid"]) for m in found)
+                problems.append(f"{name}: {len(found)} masters (PIDs {pids})")
+            elif found and _unofficial(found[0], healthy):
+                problems.append(f"{name} (PID {found[0]['pid']}) {_unofficial(found[0], healthy)}")
+            elif not found and name in baseline["must_run"]:
+                problems.append(f"{name} no longer runs")
+            if name in baseline["must_test"] and tests.get(name):
+                problems.append(f"{name}'s configuration fails its test: {tests[name]}")
+        if problems:
+            return Outcome(False, "; ".join(problems))
+        return Outcome(True, f"{', '.join(baseline['healthy'])} as their init scripts run them")

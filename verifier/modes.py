@@ -1,0 +1,137 @@
+"""The steady-state gate on ownership and modes: under /etc, the web roots,
+MariaDB's data directory and the logs, every path keeps the owner, group and
+mode it had on the healthy host, and nothing has newly become world-writable
+(MariaDB skips a world-writable config, so `chmod -R 777` hides a broken one).
+
+The listing is bounded (``limit`` entries, the first ones ``find`` meets) and
+compared inside the host against the healthy listing sent with the command:
+a filled /var/log holds thousands of files, more than a session returns.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import Field
+
+from fixos.core.models import Outcome
+from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
+from fixos.verifier.steady import named
+
+_FORMAT = r"%U:%G:%m:%y\t%p\n"
+"""numeric owner and group (names can be edited in /etc/passwd), octal mode, file type."""
+
+_DIFFER = 5000
+"""at most this many differences come back (a `chown -R` over the data directory is ~200)."""
+
+# Baseline on fd 3 (``perm TAB path``), the listing on stdin. ``C`` a path whose
+# owner, group or mode changed; ``W`` a new path writable by everyone (links
+# excepted: their mode means nothing); ``N`` how many paths were listed.
+_COMPARE = r"""awk -F '\t' -v cap=%d '
+function show(kind) { if (shown++ < cap) print kind "\t" $1 "\t" $2 }
+NR == FNR { healthy[$2] = $1; next }
+{ listed++ }
+$2 in healthy { if (healthy[$2] != $1) show("C"); next }
+{ split($1, f, ":"); m = f[3] }
+f[4] != "l" && substr(m, length(m)) ~ /[2367]/ { show("W") }
+END { print "N\t" listed + 0 "\t" shown + 0 }' /dev/fd/3 -"""
+
+
+@dataclass
+class Differences:
+    """What the host shows against the healthy listing."""
+
+    changed: dict[str, str] = field(default_factory=dict)
+    """path -> its owner, group, mode and type now, where they are not the healthy ones."""
+    world_writable: list[str] = field(default_factory=list)
+    """paths the healthy listing lacks that everyone may write."""
+    listed: int = 0
+
+
+class ModesParams(CheckParams):
+    trees: list[str] = Field(default=["/etc", "/var/www", "/var/lib/mysql", "/var/log"], min_length=1)
+    limit: int = Field(default=20000, ge=100, le=200_000)
+    """most paths listed; beyond it the verdict says the listing was cut."""
+    root: str = ""
+    """where the host's filesystem is seen from (empty: the host's own shell)."""
+
+
+def _packed(command: str) -> str:
+    """The command's output gzipped and in base64: one line however long the listing
+    (the newline lets ``command`` end in a here-document)."""
+    return f"{{ {command}\n}} | gzip -1 | base64 -w0"
+
+
+def _unpacked(text: str, what: str) -> list[str]:
+    try:
+        return gzip.decompress(base64.b64decode(text.strip())).decode("utf-8", "replace").splitlines()
+    except (ValueError, OSError, EOFError) as exc:
+        raise RuntimeError(f"cannot {what}: {type(exc).__name__}: {text.strip()[-200:]}") from None
+
+
+@CHECKS.register
+class ModesUnchanged(Check):
+    """Owners and modes are the healthy host's; where the faults changed them, the
+    scenario's checks judge the repair, and here only that nothing else became
+    world-writable."""
+
+    type = "modes_unchanged"
+    Params = ModesParams
+
+    def _find(self) -> str:
+        trees = " ".join(shlex.quote(self.params.root + t) for t in self.params.trees)
+        return f"find {trees} -printf '{_FORMAT}' 2>/dev/null | head -n {self.params.limit}"
+
+    def _strip(self, path: str) -> str:
+        return path[len(self.params.root) :] if self.params.root else path
+
+    def snapshot(self, probe: Probe) -> Any:
+        out = probe.shell.run(_packed(self._find()), timeout=30)
+        listing = {}
+        for line in _unpacked(out.output, "list owners and modes"):
+            perm, _, path = line.partition("\t")
+            listing[self._strip(path)] = perm
+        return {"paths": listing, "world_writable": []}
+
+    def _compare(self, probe: Probe, healthy: dict[str, str]) -> Differences:
+        root = self.params.root
+        lines = "".join(f"{perm}\t{root}{path}\n" for path, perm in healthy.items())
+        command = f"{self._find()} | {_COMPARE % _DIFFER} 3<<'__FIXOS_HEALTHY__'\n{lines}__FIXOS_HEALTHY__"
+        out = probe.shell.run(_packed(command), timeout=30)
+        found = Differences()
+        for line in _unpacked(out.output, "compare owners and modes"):
+            kind, perm, path = [*line.split("\t"), "", ""][:3]
+            if kind == "N":
+                found.listed = int(perm)
+            elif kind == "C":
+                found.changed[self._strip(path)] = perm
+            elif kind == "W":
+                found.world_writable.append(self._strip(path))
+        return found
+
+    def refine(self, probe: Probe, baseline: Any) -> Any:
+        found = self._compare(probe, baseline["paths"])
+        return {
+            "paths": {p: perm for p, perm in baseline["paths"].items() if p not in found.changed},
+            "world_writable": sorted({*baseline["world_writable"], *found.world_writable}),
+        }
+
+    def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
+        found = self._compare(probe, baseline["paths"])
+        listed = found.listed
+        allowed = set(baseline["world_writable"])
+        newly = [p for p in found.world_writable if p not in allowed]
+        changed = [f"{p} ({baseline['paths'].get(p)} -> {now})" for p, now in found.changed.items()]
+        problems = []
+        if changed:
+            problems.append("owner/mode changed (uid:gid:mode:type): " + named(changed))
+        if newly:
+            problems.append("newly world-writable: " + named(newly))
+        cut = f"; listing cut at {self.params.limit} paths" if listed >= self.params.limit else ""
+        if problems:
+            return Outcome(False, "; ".join(problems) + cut)
+        return Outcome(True, f"{listed} paths with the healthy host's owners and modes{cut}")
