@@ -9,30 +9,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import secrets
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
+from fixos.cli.common import parse_seeds
+from fixos.console import make_console
+from fixos.exporter import export_harbor
+from fixos.exporter.trial import build, run_trial
+from fixos.scenarios.catalog import load_catalog, select
+from fixos.stack.engine import connect
+from fixos.stack.hosts import LABEL_RUN, remove_labelled
+from fixos.stack.images import ensure_base, ensure_image
+from fixos.stack.sources import pip_build_options
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from fixos.cli.main import parse_seeds  # noqa: E402
-from fixos.exporter import export_harbor  # noqa: E402
-from fixos.exporter.trial import build, run_trial  # noqa: E402
-from fixos.scenarios.catalog import load_catalog, select  # noqa: E402
-from fixos.stack.engine import connect  # noqa: E402
-from fixos.stack.hosts import LABEL_RUN, remove_labelled  # noqa: E402
-from fixos.stack.images import ensure_base, ensure_image  # noqa: E402
-
-PIP_OPTIONS = os.environ.get(
-    "FIXOS_EXPORT_PIP_OPTIONS", "--trusted-host pypi.org --trusted-host files.pythonhosted.org"
-)
 
 
 def main() -> int:
@@ -41,8 +36,9 @@ def main() -> int:
     parser.add_argument("--seeds", type=parse_seeds, default=[1])
     parser.add_argument("--out", type=Path, help="keep the tasks here (default: a temporary directory)")
     args = parser.parse_args()
-    console = Console()
+    console = make_console()
     client = connect()
+    pip_options = pip_build_options()  # this machine's index settings; FIXOS_PIP_OPTIONS overrides
     scenarios = select(load_catalog(), args.scenarios)
     images = {"server": ensure_image(client, "server", console.print)}
     base = ensure_base(client, console.print)
@@ -57,7 +53,7 @@ def main() -> int:
                 exported = time.monotonic() - started
                 tag = f"fixos-export-check/{task.name}:{run_id}"
                 built = build(
-                    client, task, tag, run_id=run_id, buildargs={"BASE": base, "PIP_OPTIONS": PIP_OPTIONS}
+                    client, task, tag, run_id=run_id, buildargs={"BASE": base, "PIP_OPTIONS": pip_options}
                 )
                 solved = run_trial(client, task, tag, run_id=run_id, solve=True)
                 nop = run_trial(client, task, tag, run_id=run_id, solve=False)

@@ -13,20 +13,19 @@ import sys
 import time
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from fixos.bench import Bench, Plan
+from fixos.console import make_console
+from fixos.episodes import Episode, new_run_id
+from fixos.records.rundir import RunDir
+from fixos.scenarios.catalog import load_catalog
+from fixos.stack.engine import Engine, connect
+from fixos.stack.hosts import remove_labelled
+from fixos.stack.images import ensure_image
+from fixos.stack.pool import HostPool
 
-from fixos.bench import Bench, Plan  # noqa: E402
-from fixos.episodes import Episode, new_run_id  # noqa: E402
-from fixos.records.rundir import RunDir  # noqa: E402
-from fixos.scenarios.catalog import load_catalog  # noqa: E402
-from fixos.stack.engine import Engine, connect  # noqa: E402
-from fixos.stack.hosts import remove_labelled  # noqa: E402
-from fixos.stack.images import ensure_image  # noqa: E402
-from fixos.stack.pool import HostPool  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 TARGETS = {
     "reset_median_s": 0.5,
@@ -105,7 +104,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="fewer samples")
     args = parser.parse_args()
     n = 3 if args.quick else 8
-    console = Console()
+    console = make_console()
     client = connect()
     catalog = load_catalog()
     images = {"server": ensure_image(client, "server", lambda line: console.print(line))}
