@@ -183,8 +183,10 @@ def test_services_nginx_by_hand_fails(probe: Probe) -> None:
         "services_official",
         probe,
         "service nginx stop && sed -i 's/try_files $uri/try_file $uri/' /etc/nginx/sites-available/shop",
-        "cp -rL /etc/nginx /tmp/nginx && sed -i 's/try_file $uri/try_files $uri/' /tmp/nginx/sites-enabled/shop"
-        " && sed -i 's#/etc/nginx/#/tmp/nginx/#' /tmp/nginx/nginx.conf && nginx -c /tmp/nginx/nginx.conf",
+        "cp -rL /etc/nginx /tmp/nginx && "
+        "sed -i 's/try_file $uri/try_files $uri/' /tmp/nginx/sites-enabled/shop && "
+        "sed -i 's#/etc/nginx/#/tmp/nginx/#' /tmp/nginx/nginx.conf && "
+        "nginx -c /tmp/nginx/nginx.conf",
     )
     assert broken.passed, broken.detail  # nginx down and its config broken: the scenario's symptoms
     assert not violated.passed
