@@ -16,6 +16,14 @@ from fixos.shells.base import Shell
 
 CONFIRM_TIMEOUT = 10.0
 
+PidWord = Callable[[str, int], str]
+"""(process name, PID it got) -> a shell word for its PID where a symptom test runs."""
+
+
+def plain_pid(name: str, pid: int) -> str:
+    """The PID itself: the process runs where the fault started it."""
+    return str(int(pid))
+
 
 class FaultParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -29,6 +37,13 @@ class Fault:
     ``inject`` breaks the host and returns the variable parts it drew from ``rng``
     (so the same seed gives the same world); ``confirm`` proves the symptom is
     observable; ``revert`` undoes the fault (used by tests, not by episodes).
+    What ``prepare`` and ``inject`` learn (names, PIDs) is declared by the
+    subclass's ``__init__``, empty until they run.
+
+    A fault whose symptom shows only some time after ``inject`` returns (a
+    watchdog's first round, memory being filled) also renders that symptom as a
+    shell test (``symptom``); its ``confirm`` runs that very test, and a replay of
+    the fault that has no Python (the Harbor export) waits for it.
     """
 
     type: ClassVar[str]
@@ -36,6 +51,12 @@ class Fault:
 
     def __init__(self, params: FaultParams) -> None:
         self.params = params
+
+    def symptom(self, seeded: Mapping[str, Any], pid: PidWord = plain_pid) -> str | None:
+        """A shell test that succeeds once the symptom shows, for the fault whose
+        ``inject`` returned ``seeded``; a process it started is named by the shell
+        word ``pid(name, pid)``. None: the symptom is there when ``inject`` returns."""
+        return None
 
     def prepare(self, shell: Shell, rng: random.Random) -> None:
         return None

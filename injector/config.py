@@ -63,6 +63,11 @@ class ConfigBroken(Fault):
     class Params(FaultParams):
         service: Literal["nginx", "mariadb"]
 
+    def __init__(self, params: FaultParams) -> None:
+        super().__init__(params)
+        self.edit: Edit | None = None
+        """the line inject broke, drawn from the seed"""
+
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
         edit = self.edit = rng.choice(EDITS[self.params.service])
         if self.params.service == "nginx":
@@ -90,5 +95,7 @@ class ConfigBroken(Fault):
         return Outcome(True, f"{service} down; `{test}`: {last[0][:160]}")
 
     def revert(self, shell: Shell) -> None:
+        if self.edit is None:
+            return
         shell.run(replace_command(self.edit.file, self.edit.broken, self.edit.original), timeout=10)
         shell.run(f"service {self.params.service} start", timeout=60)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import random
+import shlex
+from collections.abc import Mapping
 from typing import Any
 
 from fixos.core.models import Outcome
-from fixos.injector.base import FAULTS, Fault
+from fixos.injector.base import FAULTS, Fault, FaultParams, PidWord, plain_pid
 from fixos.injector.edit import install_script, spawn_with_pid
 from fixos.shells.base import Shell
 
@@ -22,12 +24,28 @@ wait
 """
 
 
+_FULL = (
+    "SELECT (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
+    "WHERE VARIABLE_NAME = 'THREADS_CONNECTED') > @@max_connections"
+)
+
+
 @FAULTS.register
 class ConnectionsExhausted(Fault):
     """A batch job holds every MariaDB connection with idle sessions: the app gets
     "Too many connections" (root still gets the one extra admin slot)."""
 
     type = "connections_exhausted"
+
+    def __init__(self, params: FaultParams) -> None:
+        super().__init__(params)
+        self.name = ""
+        """the batch job's program and its database password, drawn from the seed"""
+        self.password = ""
+        self.limit = 0
+        """MariaDB's max_connections, read by prepare"""
+        self.pid: int | None = None
+        """where inject started the job"""
 
     def prepare(self, shell: Shell, rng: random.Random) -> None:
         self.name = rng.choice(["sales-report", "nightly-export", "bi-extract"])
@@ -45,10 +63,14 @@ class ConnectionsExhausted(Fault):
         self.pid = spawn_with_pid(shell, f"/usr/local/bin/{self.name}", None)
         return {"name": self.name, "pid": self.pid}
 
+    def symptom(self, seeded: Mapping[str, Any], pid: PidWord = plain_pid) -> str:
+        # Every ordinary slot taken, so any ordinary client (the app included) gets
+        # "Too many connections": root, in the spare slot MariaDB keeps for it,
+        # sees one more thread than max_connections. The job connects a moment after it starts.
+        return f'[ "$(mariadb -N -e {shlex.quote(_FULL)})" = 1 ]'
+
     def confirm(self, shell: Shell) -> Outcome:
-        # What any ordinary client (the app included) now gets; root keeps its spare slot.
-        tried = shell.run(f"mariadb -u reports -p'{self.password}' -e 'SELECT 1' 2>&1", timeout=15)
-        ok = "Too many connections" in tried.output
+        ok = shell.run(self.symptom({"name": self.name, "pid": self.pid}), timeout=15).ok
         used = shell.run("mariadb -N -e \"SHOW STATUS LIKE 'Threads_connected'\"").output.split()
         return Outcome(
             ok, f"{used[-1] if used else '?'} of {self.limit} connections in use, held by {self.name}"

@@ -98,6 +98,11 @@ class DependencyBroken(Fault):
         link: Literal["app_db", "web_app"]
         path: str = "/status"
 
+    def __init__(self, params: FaultParams) -> None:
+        super().__init__(params)
+        self.variant: Variant | None = None
+        """how inject broke the link, drawn from the seed"""
+
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
         self.variant = rng.choice(_variants(rng)[self.params.link])
         result = shell.run(self.variant.breaks, timeout=60)
@@ -109,10 +114,12 @@ class DependencyBroken(Fault):
         # Exercise the link itself, as the app or nginx would, so the symptom is
         # proven even while another fault keeps the whole site down.
         result = shell.run(_PROBES[self.params.link], timeout=15)
+        variant = self.variant.name if self.variant else "not broken yet"
         if result.exit_code == 0:
-            return Outcome(False, f"{self.params.link} link still works ({self.variant.name})")
+            return Outcome(False, f"{self.params.link} link still works ({variant})")
         last = result.output.strip().splitlines()[-1:] or [""]
-        return Outcome(True, f"{self.variant.name}: {last[0][:160]}")
+        return Outcome(True, f"{variant}: {last[0][:160]}")
 
     def revert(self, shell: Shell) -> None:
-        shell.run(self.variant.repairs, timeout=60)
+        if self.variant is not None:
+            shell.run(self.variant.repairs, timeout=60)

@@ -67,6 +67,11 @@ class DiskFill(Fault):
         path: str = "/var/log"
         percent: int = Field(ge=50, le=100)
 
+    def __init__(self, params: FaultParams) -> None:
+        super().__init__(params)
+        self.files: list[str] = []
+        """the junk files inject wrote"""
+
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
         mount = shell.run(f"findmnt -no FSTYPE --target {shlex.quote(self.params.path)}").output
         if mount.strip() not in ("tmpfs", "ext4", "xfs"):
@@ -98,7 +103,8 @@ class DiskFill(Fault):
         return Outcome(pct == self.params.percent, detail)
 
     def revert(self, shell: Shell) -> None:
-        shell.run("rm -f " + " ".join(shlex.quote(p) for p in self.files))
+        if self.files:
+            shell.run("rm -f " + " ".join(shlex.quote(p) for p in self.files))
 
 
 _HOLDER = """#!/usr/bin/perl
@@ -126,6 +132,15 @@ class DeletedOpenFile(Fault):
     class Params(FaultParams):
         path: str = "/var/log"
         percent: int = Field(ge=50, le=100)
+
+    def __init__(self, params: FaultParams) -> None:
+        super().__init__(params)
+        self.name = ""
+        """the holder's program, drawn from the seed, as are the log it holds and its junk line"""
+        self.log = ""
+        self.line = ""
+        self.pid: int | None = None
+        """where inject started the holder"""
 
     def prepare(self, shell: Shell, rng: random.Random) -> None:
         self.name, self.log = rng.choice(HOLDERS)
@@ -157,7 +172,8 @@ class DeletedOpenFile(Fault):
         )
 
     def revert(self, shell: Shell) -> None:
-        shell.run(f"kill {self.pid}")
+        if self.pid is not None:
+            shell.run(f"kill {self.pid}")
 
 
 _SESSION_DIRS = ["/var/log/shop/requests", "/var/log/shop/trace", "/var/log/php-debug"]
@@ -172,6 +188,11 @@ class InodesExhausted(Fault):
 
     class Params(FaultParams):
         path: str = "/var/log"
+
+    def __init__(self, params: FaultParams) -> None:
+        super().__init__(params)
+        self.directory = ""
+        """where inject made its files, drawn from the seed"""
 
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
         directory = rng.choice(_SESSION_DIRS)
@@ -195,4 +216,5 @@ class InodesExhausted(Fault):
         )
 
     def revert(self, shell: Shell) -> None:
-        shell.run(f"rm -rf {self.directory}", timeout=60)
+        if self.directory:
+            shell.run(f"rm -rf {self.directory}", timeout=60)

@@ -34,6 +34,11 @@ class PermissionsBroken(Fault):
     class Params(FaultParams):
         target: Literal["web_root", "datadir"]
 
+    def __init__(self, params: FaultParams) -> None:
+        super().__init__(params)
+        self.command = ""
+        """the chown/chmod inject ran, drawn from the seed"""
+
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
         self.command = rng.choice(VARIANTS[self.params.target])
         if self.params.target == "datadir":

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import random
+import shlex
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import Field
 
 from fixos.core.models import Outcome
-from fixos.injector.base import FAULTS, Fault, FaultParams
+from fixos.injector.base import FAULTS, Fault, FaultParams, PidWord, plain_pid
 from fixos.injector.edit import install_script, spawn_with_pid
 from fixos.injector.service import stop_service
 from fixos.shells.base import Shell
@@ -42,6 +44,13 @@ class CpuHog(Fault):
         min_percent: int = Field(default=50, ge=10, le=100)
         """proof it burns: CPU demand (on a CPU or waiting for one); a busy machine cannot hide it."""
 
+    def __init__(self, params: FaultParams) -> None:
+        super().__init__(params)
+        self.names: list[str] = []
+        """the hogs' programs, drawn from the seed"""
+        self.hogs: list[tuple[str, int]] = []
+        """(program, PID) of each hog inject started"""
+
     def prepare(self, shell: Shell, rng: random.Random) -> None:
         count = len(self.params.pids) if self.params.pids else self.params.count
         self.names = rng.sample(HOG_NAMES, count)
@@ -49,7 +58,7 @@ class CpuHog(Fault):
             install_script(shell, f"/usr/local/bin/{name}", "#!/bin/sh\n# batch job\nwhile :; do :; done\n")
 
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
-        self.hogs: list[tuple[str, int]] = []
+        self.hogs = []
         for i, name in enumerate(self.names):
             pid = spawn_with_pid(
                 shell, f"/usr/local/bin/{name}", self.params.pids[i] if self.params.pids else None
@@ -58,6 +67,8 @@ class CpuHog(Fault):
         return {"processes": [{"name": n, "pid": p} for n, p in self.hogs]}
 
     def confirm(self, shell: Shell) -> Outcome:
+        if not self.hogs:
+            return Outcome(False, "no hog started")
         demand = {row.pid: row.percent for row in sample_cpu(shell)}
         seen = []
         for name, pid in self.hogs:
@@ -97,6 +108,13 @@ class PortSquatter(Fault):
         port: int = 80
         pid: int | None = None
 
+    def __init__(self, params: FaultParams) -> None:
+        super().__init__(params)
+        self.name = ""
+        """the squatter's program, drawn from the seed"""
+        self.pid: int | None = None
+        """where inject started it"""
+
     def prepare(self, shell: Shell, rng: random.Random) -> None:
         self.name = rng.choice(SQUATTER_NAMES)
         install_script(shell, f"/usr/local/bin/{self.name}", _SQUATTER.format(port=self.params.port))
@@ -126,8 +144,12 @@ class PortSquatter(Fault):
         )
 
     def revert(self, shell: Shell) -> None:
-        shell.run(f"kill -KILL {self.pid}; service {self.params.service} start", timeout=30)
+        if self.pid is not None:
+            shell.run(f"kill -KILL {self.pid}; service {self.params.service} start", timeout=30)
 
+
+_RSS_MB = "awk '/VmRSS/ {{print int($2/1024)}}' /proc/{pid}/status"
+"""a process's resident memory in MB"""
 
 _MEMORY_HOG = """#!/usr/bin/perl
 # In-memory cache of the product catalogue, "warmed" once and never trimmed.
@@ -146,6 +168,14 @@ class MemoryHog(Fault):
         min_mb: int = Field(default=250, ge=16)
         max_mb: int = Field(default=320, ge=16)
 
+    def __init__(self, params: FaultParams) -> None:
+        super().__init__(params)
+        self.name = ""
+        """the hog's program and the MB it fills, drawn from the seed"""
+        self.mb = 0
+        self.pid: int | None = None
+        """where inject started it"""
+
     def prepare(self, shell: Shell, rng: random.Random) -> None:
         self.name = rng.choice(["catalog-cache", "image-resizer", "session-store", "search-index"])
         self.mb = rng.randint(self.params.min_mb, self.params.max_mb)
@@ -153,15 +183,27 @@ class MemoryHog(Fault):
 
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
         self.pid = spawn_with_pid(shell, f"/usr/local/bin/{self.name}", None)
+        return self._seeded()
+
+    def _seeded(self) -> dict[str, Any]:
         return {"name": self.name, "pid": self.pid, "mb": self.mb}
 
+    def symptom(self, seeded: Mapping[str, Any], pid: PidWord = plain_pid) -> str:
+        # Filling takes a moment: the hog holds nine tenths of what it was told to.
+        return (
+            f'[ "$({_RSS_MB.format(pid=pid(seeded["name"], seeded["pid"]))})" -ge {int(seeded["mb"] * 0.9)} ]'
+        )
+
     def confirm(self, shell: Shell) -> Outcome:
-        rss = shell.run(f"awk '/VmRSS/ {{print int($2/1024)}}' /proc/{self.pid}/status").output.strip()
-        ok = rss.isdigit() and int(rss) >= self.mb * 0.9
-        return Outcome(ok, f"{self.name} (PID {self.pid}) holds {rss} MB")
+        if self.pid is None:
+            return Outcome(False, f"{self.name or 'the hog'} not started")
+        holds = shell.run(self.symptom(self._seeded())).ok
+        rss = shell.run(_RSS_MB.format(pid=self.pid)).output.strip()
+        return Outcome(holds, f"{self.name} (PID {self.pid}) holds {rss} MB")
 
     def revert(self, shell: Shell) -> None:
-        shell.run(f"kill {self.pid}")
+        if self.pid is not None:
+            shell.run(f"kill {self.pid}")
 
 
 _KILLER = """#!/bin/sh
@@ -185,6 +227,13 @@ class ServiceKiller(Fault):
         service: Literal["nginx"] = "nginx"
         interval: float = Field(default=2.0, gt=0.2, le=30)
 
+    def __init__(self, params: FaultParams) -> None:
+        super().__init__(params)
+        self.name = ""
+        """the watchdog's program, drawn from the seed"""
+        self.pid: int | None = None
+        """where inject started it"""
+
     def prepare(self, shell: Shell, rng: random.Random) -> None:
         self.name = rng.choice(["web-watchdog", "hosting-agent", "uptime-guard", "site-keeper"])
         install_script(
@@ -197,11 +246,17 @@ class ServiceKiller(Fault):
         self.pid = spawn_with_pid(shell, f"/usr/local/bin/{self.name}", None)
         return {"name": self.name, "pid": self.pid}
 
+    def symptom(self, seeded: Mapping[str, Any], pid: PidWord = plain_pid) -> str:
+        # The service is down only after the watchdog's first round; it must still be there.
+        service = shlex.quote(self.params.service)
+        return f"! service {service} status >/dev/null 2>&1 && kill -0 {pid(seeded['name'], seeded['pid'])}"
+
     def confirm(self, shell: Shell) -> Outcome:
-        status = shell.run(f"service {self.params.service} status").exit_code
-        alive = shell.run(f"kill -0 {self.pid}").ok
-        ok = status != 0 and alive
+        if self.pid is None:
+            return Outcome(False, f"{self.name or 'the watchdog'} not started")
+        ok = shell.run(self.symptom({"name": self.name, "pid": self.pid})).ok
         return Outcome(ok, f"{self.name} (PID {self.pid}) keeps killing {self.params.service}")
 
     def revert(self, shell: Shell) -> None:
-        shell.run(f"kill {self.pid}; service {self.params.service} start")
+        if self.pid is not None:
+            shell.run(f"kill {self.pid}; service {self.params.service} start")

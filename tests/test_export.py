@@ -24,8 +24,10 @@ from fixos.core.models import InjectedFault
 from fixos.exporter import CaptureShell, ExportError, export_harbor
 from fixos.exporter.harbor import check_exportable, task_toml
 from fixos.exporter.pids import PID_OF, located
+from fixos.exporter.settle import settle_lines
 from fixos.exporter.trial import build, run_trial
 from fixos.injector.edit import spawn_command
+from fixos.injector.process import MemoryHog
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.schema import HostSpec
 from fixos.scenarios.solution import render
@@ -75,6 +77,23 @@ def test_solution_names_pinned_processes_through_pid_of() -> None:
     script = render("kill {{ f0.processes.0.pid }} {{ f1.pid }}; cat {{ f1.file }}", located(faults))
     assert script == """kill "$(pid_of thumb-worker 1000)" "$(pid_of event-relay 2000)"; cat '/x y'"""
     assert render("kill {{ f1.pid }}", faults) == "kill 2000"  # FixOS's own runs keep the number
+
+
+def test_replay_waits_for_the_symptoms_the_faults_confirm() -> None:
+    faults = [
+        InjectedFault("service_stopped", "web", {"service": "nginx"}, {}, ""),
+        InjectedFault("memory_hog", "web", {}, {"name": "catalog-cache", "pid": 1000, "mb": 300}, ""),
+        InjectedFault(
+            "service_killer", "web", {"service": "nginx"}, {"name": "web-watchdog", "pid": 2000}, ""
+        ),
+    ]
+    hog, killer = settle_lines(faults)  # a stopped service is down when its inject returns
+    # The fault's own test (its confirm runs it with the plain PID), the PID looked up by name.
+    assert MemoryHog(MemoryHog.Params()).symptom(faults[1].seeded) in hog.replace(
+        '"$(pid_of catalog-cache 1000)"', "1000"
+    )
+    assert "VmRSS" in hog and "-ge 270 ]" in hog
+    assert '! service nginx status >/dev/null 2>&1 && kill -0 "$(pid_of web-watchdog 2000)"' in killer
 
 
 def test_task_toml_has_harbor_fields() -> None:
