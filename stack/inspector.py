@@ -27,6 +27,8 @@ from __future__ import annotations
 import contextlib
 import secrets
 import shlex
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,3 +179,31 @@ class Inspector:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@contextlib.contextmanager
+def inspecting(
+    client: docker.DockerClient, hosts: Mapping[str, LiveHost], image: str, **options: Any
+) -> Iterator[dict[str, Inspector]]:
+    """One inspector per host, started side by side (the engine answers them at once) and
+    all removed on leaving, also when one of them could not start."""
+    inspectors = {name: Inspector(client, host, image, **options) for name, host in hosts.items()}
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, len(inspectors))) as starters:
+            # list(): wait for every start, so none is left half-made when one fails
+            outcomes = list(starters.map(_try_start, inspectors.values()))
+        for error in outcomes:
+            if error is not None:
+                raise error
+        yield inspectors
+    finally:
+        for inspector in inspectors.values():
+            inspector.close()
+
+
+def _try_start(inspector: Inspector) -> BaseException | None:
+    try:
+        inspector.start()
+    except BaseException as exc:  # re-raised by the caller once every start has ended
+        return exc
+    return None

@@ -25,9 +25,13 @@ from fixos.stack.inspector import (
     ROLE,
     Inspector,
     host_path,
+    inspecting,
     inspector_image,
     mariadb_command,
 )
+from fixos.verifier.backend import testinfra_host as infra_host
+from fixos.verifier.base import CHECKS, Probe
+from fixos.verifier.exits import dying_on
 
 APP_INI = "/etc/shop/app.ini"
 PIDS = 256
@@ -237,3 +241,52 @@ def test_an_inspector_for_a_host_that_is_gone_fails_cleanly(client, image, test_
         Inspector(client, ghost, image),
     ):
         pass
+
+
+@pytest.mark.live
+def test_inspecting_starts_one_per_host_and_removes_all_even_when_one_fails(client, host, image, test_run_id):
+    with inspecting(client, {"a": host, "b": host}, image) as inspectors:
+        assert sorted(inspectors) == ["a", "b"]
+        assert len(labelled_inspectors(client, test_run_id)) == 2
+        assert all(i.shell.run("echo up").output == "up\n" for i in inspectors.values())
+    assert labelled_inspectors(client, test_run_id) == []
+
+    from fixos.core.models import HostHandle
+
+    ghost = LiveHost(client, HostHandle("ghost", secrets.token_hex(32), {}), None)  # type: ignore[arg-type]
+    with pytest.raises(StackError, match="host ghost"), inspecting(client, {"a": host, "b": ghost}, image):
+        pass
+    assert labelled_inspectors(client, test_run_id) == []
+
+
+def _check(type_: str, **params):
+    cls = CHECKS.get(type_)
+    return cls(cls.Params(**params))
+
+
+@pytest.mark.live
+def test_process_and_socket_checks_judge_right_from_the_inspector_and_wrong_from_inside(client, host, image):
+    """The checks that read only /proc and sockets run unchanged over an inspector's session."""
+    listening = _check("port_listening", port=80, program="nginx")
+    intact = _check("processes_intact")
+    with Inspector(client, host, image) as inspector:
+        probe = Probe(infra_host(inspector.shell, "web"), inspector.shell, host, patient=False)
+        healthy = intact.snapshot(probe)
+    assert {"init", "nginx", "mariadbd", "php-fpm8.2"} <= set(healthy)
+
+    lying_tools(client, host)
+    inside = host.shell()
+    try:
+        from_inside = Probe(infra_host(inside, "web"), inside, host, patient=False)
+        assert not listening.evaluate(from_inside, None).passed  # the host's `ss` lies
+    finally:
+        inside.close()
+
+    with Inspector(client, host, image) as inspector:
+        probe = Probe(infra_host(inspector.shell, "web"), inspector.shell, host, patient=False)
+        seen = listening.evaluate(probe, None)
+        assert seen.passed, seen.detail
+        assert intact.evaluate(probe, healthy).passed
+        assert _check("no_memory_hog").evaluate(probe, None).passed
+        assert _check("port_listening", port=3306, program="mariadbd").evaluate(probe, None).passed
+        assert dying_on(inspector.shell) == []
