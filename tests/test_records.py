@@ -20,6 +20,7 @@ from fixos.core.errors import (
     UnhealthyHost,
 )
 from fixos.core.models import CheckResult, InjectedFault, Step, Verdict
+from fixos.episodes import Episode, run_episode
 from fixos.records import failures
 from fixos.records.failures import (
     FAILURES,
@@ -36,6 +37,7 @@ from fixos.records.models import EpisodeRecord, FaultsFile, RewardFile, StepLine
 from fixos.records.rundir import RunDir, read_reward, read_transcript
 from fixos.records.saved import read_lines, read_model, write_model
 from fixos.records.summary import Summary, compare, read_summary, summarize
+from fixos.scenarios.catalog import load_catalog
 from fixos.stack.engine import Engine
 
 
@@ -271,3 +273,30 @@ def test_a_harness_kind_marked_not_retried_is_not_retried(
 def test_a_scored_episode_runs_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls, run = _bench_once(tmp_path, monkeypatch, None)
     assert calls == 1 and run.records()[0].scored
+
+
+@pytest.mark.parametrize(
+    ("raised", "kind"),
+    [
+        (UnhealthyHost("checks fail on the healthy host: site: 502"), FailureKind.healthy_check_failed),
+        (
+            InvalidEpisode("fault service_stopped on web could not be confirmed"),
+            FailureKind.fault_unconfirmed,
+        ),
+        (StackError("cannot start the hosts"), FailureKind.boot_failed),
+        (KeyError("typo"), FailureKind.harness_bug),
+    ],
+)
+def test_run_episode_records_the_kind_of_a_harness_failure(
+    monkeypatch: pytest.MonkeyPatch, raised: Exception, kind: FailureKind
+) -> None:
+    def reset(self: Episode) -> None:
+        raise raised
+
+    monkeypatch.setattr(Episode, "reset", reset)
+    monkeypatch.setattr(Episode, "close", lambda self: None)
+    scenario = load_catalog()["easy_1"]
+    done, steps = run_episode(scenario, 1, "oracle", client=None, images={}, run_id="r")  # type: ignore[arg-type]
+    assert (done.status, done.reward, steps) == (FAILURES[kind].status, None, [])
+    assert done.failure is not None and done.failure.kind is kind
+    assert done.failure.detail.startswith(f"{type(raised).__name__}: ")
