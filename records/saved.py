@@ -46,7 +46,7 @@ class Saved(BaseModel):
             problem = f"schema_version {found} is newer than this FixOS reads ({wanted}): upgrade FixOS"
         else:
             problem = f"schema_version {found!r}, but this FixOS reads version {wanted}"
-        raise PydanticCustomError("schema_version", problem)
+        raise PydanticCustomError("schema_version", "{problem}", {"problem": problem})
 
 
 def _one_line(exc: ValidationError) -> str:
