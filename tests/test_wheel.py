@@ -135,5 +135,6 @@ def test_fixos_run_oracle_scores_one(
     [record] = [json.loads(line) for line in episodes.read_text().splitlines()]
     assert (record["scenario"], record["status"], record["reward"]) == ("easy_1", "scored", 1.0), out
     # The same engine and the image the repository's fixos built: nothing was rebuilt.
-    assert record["images"] == {images["server"]: client.images.get(images["server"]).id}
+    assert record["images"][images["server"]] == client.images.get(images["server"]).id
+    assert all(client.images.get(tag).id == image_id for tag, image_id in record["images"].items())
     assert "building" not in out
