@@ -65,6 +65,47 @@ def mariadb_command(query: str) -> str:
     return f"mariadb --no-defaults --socket={socket} -N -B -e {shlex.quote(query)}"
 
 
+# What the init scripts' `status` asks (a pid file naming a live daemon), answered
+# from the inspector: `service X status` would run the host's script, the host's sh.
+SERVICE_DAEMONS = {
+    "nginx": ("/run/nginx.pid", "/usr/sbin/nginx"),
+    "mariadb": ("/run/mysqld/mysqld.pid", "/usr/sbin/mariadbd"),
+    "php8.2-fpm": ("/run/php/php8.2-fpm.pid", "/usr/sbin/php-fpm8.2"),
+    "ssh": ("/run/sshd.pid", "/usr/sbin/sshd"),
+}
+
+
+def service_running_command(service: str) -> str:
+    """A command that exits 0 when the host's ``service`` runs: its pid file (read as root,
+    whatever its mode: DAC_READ_SEARCH) names a process of this PID namespace whose program
+    is the service's daemon. A daemon whose binary was deleted reads ``… (deleted)``: not it."""
+    if service not in SERVICE_DAEMONS:
+        raise ValueError(f"no daemon known for service {service!r}; known: {', '.join(SERVICE_DAEMONS)}")
+    pidfile, daemon = SERVICE_DAEMONS[service]
+    return (
+        f"p=; read -r p < {shlex.quote(host_path(pidfile))} 2>/dev/null; "
+        f"[[ $p =~ ^[0-9]+$ ]] && [[ $(readlink /proc/$p/exe) == {shlex.quote(daemon)} ]]"
+    )
+
+
+def filesystem_use_command(path: str, metric: str = "space") -> str:
+    """A command printing how full the host's filesystem holding ``path`` is, in percent,
+    as the host's ``df`` (``--output=pcent``, or ``ipcent`` for ``inodes``) would print it.
+
+    ``df`` itself cannot: it looks ``path`` up in the inspector's mount table, and there a
+    host path is either absent or (unprefixed) the inspector's own disk. ``statfs`` reads
+    the filesystem the path is on, wherever it is mounted."""
+    if metric not in ("space", "inodes"):
+        raise ValueError(f"metric must be 'space' or 'inodes', got {metric!r}")
+    fields = "%b %f %a" if metric == "space" else "%c %d %d"
+    # df's rounding: used / (used + available to non-root), rounded up.
+    return (
+        f"stat -f -c '{fields}' {shlex.quote(host_path(path))} | "
+        "awk '{ used = $1 - $2; all = used + $3; "
+        'if (all == 0) print "-"; else printf "%d%%\\n", int((used * 100 + all - 1) / all) }\''
+    )
+
+
 def inspector_image(client: docker.DockerClient, say: Say) -> str:
     """The inspector image's tag on this engine, built once from images/inspector."""
     return ensure_image(client, IMAGE_NAME, say)

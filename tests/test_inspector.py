@@ -23,11 +23,14 @@ from fixos.stack.inspector import (
     HOST_ROOT,
     LABEL_ROLE,
     ROLE,
+    SERVICE_DAEMONS,
     Inspector,
+    filesystem_use_command,
     host_path,
     inspecting,
     inspector_image,
     mariadb_command,
+    service_running_command,
 )
 from fixos.verifier.backend import testinfra_host as infra_host
 from fixos.verifier.base import CHECKS, Probe
@@ -57,6 +60,14 @@ def test_sql_uses_the_hosts_socket_and_no_option_file():
 def test_a_shell_before_start_is_an_error(client_free_host):
     with pytest.raises(StackError, match="not started"):
         _ = Inspector(None, client_free_host, "none").shell  # type: ignore[arg-type]
+
+
+def test_service_and_filesystem_commands_refuse_what_they_do_not_know():
+    with pytest.raises(ValueError, match="known: nginx"):
+        service_running_command("apache2")
+    with pytest.raises(ValueError, match="metric"):
+        filesystem_use_command("/var/log", "blocks")
+    assert all(daemon.startswith("/usr/sbin/") for _, daemon in SERVICE_DAEMONS.values())
 
 
 @pytest.fixture
@@ -168,6 +179,8 @@ HOSTILE = {
 def test_the_inspector_sees_the_host_whatever_root_did_to_it(client, host, image, state):
     app_ini = host.read_file(APP_INI)  # through the engine, before anything is broken
     assert app_ini
+    code, log_use = in_host(client, host, "df --output=pcent /var/log | tail -n 1")
+    assert code == 0
     HOSTILE[state](client, host)
     with Inspector(client, host, image, default_timeout=15) as inspector:
         shell = inspector.shell
@@ -187,6 +200,12 @@ def test_the_inspector_sees_the_host_whatever_root_did_to_it(client, host, image
 
         sql = shell.run(mariadb_command("SELECT COUNT(*) FROM shop.orders WHERE status = 'pending'"))
         assert sql.ok and sql.output.strip() == "3", sql.output
+
+        for service in ("nginx", "mariadb", "php8.2-fpm"):
+            assert shell.run(service_running_command(service)).ok, service
+
+        full = "100%" if state == "var_log_full" else log_use.strip()
+        assert shell.run(filesystem_use_command("/var/log")).output.strip() == full
 
         # Its own bash, in its own cgroup, whatever the host has.
         mine = shell.run("cat /proc/$$/cgroup")
@@ -290,3 +309,24 @@ def test_process_and_socket_checks_judge_right_from_the_inspector_and_wrong_from
         assert _check("no_memory_hog").evaluate(probe, None).passed
         assert _check("port_listening", port=3306, program="mariadbd").evaluate(probe, None).passed
         assert dying_on(inspector.shell) == []
+
+
+@pytest.mark.live
+def test_a_stopped_service_and_a_filling_disk_show_from_the_inspector(client, host, image):
+    with Inspector(client, host, image) as inspector:
+        shell = inspector.shell
+        assert shell.run(service_running_command("nginx")).ok
+        assert in_host(client, host, "kill -KILL $(cat /run/nginx.pid)")[0] == 0
+        # The killed master is gone once the kernel reaps it: poll, a few seconds at most.
+        gone = (
+            f"for i in $(seq 100); do {service_running_command('nginx')} || exit 0; sleep 0.05; done; exit 1"
+        )
+        assert shell.run(f"( {gone} )").ok
+        assert shell.run(service_running_command("mariadb")).ok
+
+        in_host(client, host, "dd if=/dev/zero of=/var/log/half bs=1M count=30 2>/dev/null")
+        code, df = in_host(client, host, "df --output=pcent,ipcent /var/log | tail -n 1")
+        space, inodes = df.split()
+        assert code == 0 and int(space.rstrip("%")) > 50
+        assert shell.run(filesystem_use_command("/var/log")).output.strip() == space
+        assert shell.run(filesystem_use_command("/var/log", "inodes")).output.strip() == inodes
