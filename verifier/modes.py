@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import os
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,7 +96,7 @@ class ModesUnchanged(Check):
         for line in _unpacked(out.output, "list owners and modes"):
             perm, _, path = line.partition("\t")
             listing[self._strip(path)] = perm
-        return {"paths": listing, "world_writable": []}
+        return {"paths": listing, "disturbed": [], "world_writable": []}
 
     def _compare(self, probe: Probe, healthy: dict[str, str]) -> Differences:
         root = self.params.root
@@ -113,25 +114,51 @@ class ModesUnchanged(Check):
                 found.world_writable.append(self._strip(path))
         return found
 
+    def _judged(self, baseline: Any) -> dict[str, str]:
+        """The healthy listing minus what the faults disturbed."""
+        disturbed = set(baseline["disturbed"])
+        return {p: perm for p, perm in baseline["paths"].items() if p not in disturbed}
+
     def refine(self, probe: Probe, baseline: Any) -> Any:
-        found = self._compare(probe, baseline["paths"])
+        found = self._compare(probe, self._judged(baseline))
         return {
-            "paths": {p: perm for p, perm in baseline["paths"].items() if p not in found.changed},
+            "paths": baseline["paths"],
+            "disturbed": sorted({*baseline["disturbed"], *found.changed}),
             "world_writable": sorted({*baseline["world_writable"], *found.world_writable}),
         }
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
-        found = self._compare(probe, baseline["paths"])
-        listed = found.listed
+        found = self._compare(probe, self._judged(baseline))
+        healthy = baseline["paths"]
         allowed = set(baseline["world_writable"])
         newly = [p for p in found.world_writable if p not in allowed]
-        changed = [f"{p} ({baseline['paths'].get(p)} -> {now})" for p, now in found.changed.items()]
+        changed = [
+            f"{p} ({healthy.get(p)} -> {now})"
+            for p, now in found.changed.items()
+            if not _handed_to_tree_owner(healthy, p, now)
+        ]
         problems = []
         if changed:
             problems.append("owner/mode changed (uid:gid:mode:type): " + named(changed))
         if newly:
             problems.append("newly world-writable: " + named(newly))
-        cut = f"; listing cut at {self.params.limit} paths" if listed >= self.params.limit else ""
+        cut = f"; listing cut at {self.params.limit} paths" if found.listed >= self.params.limit else ""
         if problems:
             return Outcome(False, "; ".join(problems) + cut)
-        return Outcome(True, f"{listed} paths with the healthy host's owners and modes{cut}")
+        left = (
+            f"; {len(baseline['disturbed'])} the faults changed left to the scenario"
+            if baseline["disturbed"]
+            else ""
+        )
+        return Outcome(True, f"{found.listed} paths with the healthy host's owners and modes{left}{cut}")
+
+
+def _handed_to_tree_owner(healthy: dict[str, str], path: str, now: str) -> bool:
+    """Only the owner and group changed, to those its directory has on the healthy
+    host: `chown -R mysql:mysql /var/lib/mysql`, the usual repair of a data
+    directory, also hands over the few files the package left to root."""
+    before, parent = healthy.get(path), healthy.get(os.path.dirname(path))
+    if before is None or parent is None:
+        return False
+    uid_gid, mode_type = now.split(":")[:2], now.split(":")[2:]
+    return mode_type == before.split(":")[2:] and uid_gid == parent.split(":")[:2]

@@ -168,4 +168,8 @@ class PagesUnchanged(Check):
                 )
         if differ:
             return Outcome(False, "pages differ from the healthy host's: " + named(differ))
-        return Outcome(True, f"{len(baseline)} page(s) as the healthy host served them")
+        left = [p for p in self.params.paths if p not in baseline]
+        judged = f"{len(baseline)} page(s) as the healthy host served them"
+        return Outcome(
+            True, judged + (f"; {named(left)} left to the scenario (the faults changed them)" if left else "")
+        )
