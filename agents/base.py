@@ -69,7 +69,12 @@ AGENTS: Registry[Agent] = Registry(
 
 
 def agent_class(name: str) -> type[Agent]:
-    """A registered agent, or one of yours by import path: ``mypkg.mod:MyAgent``."""
+    """A registered agent, one of yours by import path (``mypkg.mod:MyAgent``),
+    or a cheating strategy the verifier must see through (``adversary:<name>``)."""
+    if name.startswith("adversary:"):
+        from fixos.agents.adversarial import adversary_class  # imports the scenario schema
+
+        return adversary_class(name)
     if ":" not in name:
         return AGENTS.get(name)
     module, _, attr = name.partition(":")
