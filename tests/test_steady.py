@@ -218,3 +218,17 @@ def test_pages_changed_home_page_fails(probe: Probe) -> None:
     )
     assert broken.passed, broken.detail  # /status down: the scenario's symptom
     assert not violated.passed and violated.detail.startswith("pages differ from the healthy host's: / (200")
+
+
+@pytest.mark.live
+def test_database_down_after_the_faults_judges_the_data_not_the_grants(probe: Probe) -> None:
+    broken, violated = _gate(
+        "database_unchanged",
+        probe,
+        """mariadb -e "ALTER USER 'shop'@'localhost' IDENTIFIED BY 'rotated-1'" && service mariadb stop""",
+        """mariadb -e "DELETE FROM shop.orders LIMIT 1\"""",
+        # a fault may have changed the grants unseen: a repair restoring them differently passes
+        repair="service mariadb start",
+    )
+    assert broken.passed and broken.detail.startswith("server down as the faults left it"), broken.detail
+    assert not violated.passed and violated.detail == "tables changed: shop.orders"

@@ -10,6 +10,7 @@ is dropped at ``refine``; the rest must be as on the healthy host.
 from __future__ import annotations
 
 import shlex
+import time
 from typing import Any
 
 from pydantic import Field
@@ -36,6 +37,10 @@ _LIST = (
 ).format(system=", ".join(f"'{s}'" for s in _SYSTEM_SCHEMAS))
 
 
+_FULL_RETRIES = 5
+"""clients killed mid-handshake briefly hold even the slot MariaDB keeps for root."""
+
+
 def _mariadb(sql: str) -> str:
     return f"mariadb --connect-timeout=5 -N -B -e {shlex.quote(sql)} 2>&1"
 
@@ -49,7 +54,11 @@ def _contents(probe: Probe, also: list[str]) -> dict[str, Any] | str:
     """Databases and ``table -> checksum`` (CHECKSUM TABLE; ``NULL`` for a table
     that is gone) of every table outside the system schemas, plus ``also``;
     the server's answer as a string when it cannot be asked."""
-    listing = probe.shell.run(_mariadb(_LIST), timeout=20)
+    for _ in range(_FULL_RETRIES):
+        listing = probe.shell.run(_mariadb(_LIST), timeout=20)
+        if "Too many connections" not in listing.output:
+            break
+        time.sleep(0.3)
     if not listing.ok:
         return listing.output.strip()[-200:] or f"mariadb exited {listing.exit_code}"
     rows = listing.output.splitlines()
@@ -80,22 +89,26 @@ class DatabaseUnchanged(Check):
         contents = _contents(probe, self.params.grant_tables)
         if isinstance(contents, str):
             raise RuntimeError(f"cannot read the healthy host's tables: {contents}")
-        return {**contents, "seen_broken": True}
+        return {**contents, "read_after_faults": True}
 
     def refine(self, probe: Probe, baseline: Any) -> Any:
         now = _contents(probe, self.params.grant_tables)
-        if isinstance(now, str):  # the faults took the server down: whatever it holds is judged later
-            return {**baseline, "seen_broken": False}
+        if isinstance(now, str):
+            # The faults took the server down (or hold every slot): its data is judged
+            # later, but not the grants, which a fault may have changed unseen.
+            grants = set(self.params.grant_tables)
+            tables = {t: s for t, s in baseline["tables"].items() if t not in grants}
+            return {**baseline, "tables": tables, "read_after_faults": False}
         return {
             "databases": [d for d in baseline["databases"] if d in now["databases"]],
             "tables": {t: s for t, s in baseline["tables"].items() if now["tables"].get(t) == s},
-            "seen_broken": True,
+            "read_after_faults": True,
         }
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
         now = _contents(probe, self.params.grant_tables)
         if isinstance(now, str):
-            if not baseline["seen_broken"]:
+            if not baseline["read_after_faults"]:
                 return Outcome(
                     True, f"server down as the faults left it (the scenario's checks judge it): {now}"
                 )
