@@ -4,8 +4,10 @@ It runs FixOS's own check classes (vendored beside this file, under lib/)
 against this host: commands through local bash, HTTP to 127.0.0.1, files read
 with open(). The healthy baseline was recorded when the task was exported.
 
-Usage: verify.py SPEC.json OUT_DIR -> OUT_DIR/reward.json (flat numbers for
-Harbor: "reward" and one 0/1 per check) and OUT_DIR/checks.json (the evidence).
+Usage: verify.py SPEC.json OUT_DIR -> OUT_DIR/reward.json (``{"reward": x}``
+alone: Harbor computes pass@k only for a single key, and headlines the
+alphabetically first of several) and OUT_DIR/checks.json (each check's result
+and evidence).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from fixos.core.models import CommandResult, HttpResponse
 from fixos.verifier.backend import testinfra_host
 from fixos.verifier.base import CHECKS, Probe
 from fixos.verifier.exits import wait_for_exits
-from fixos.verifier.verify import CheckEntry, verify
+from fixos.verifier.verify import CheckEntry, judge
 
 CLEAN_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -110,10 +112,10 @@ def main(spec_path: str, out_dir: str) -> int:
         for host in {e.host for e in entries}
     }
     wait_for_exits({"local": shell})
-    verdict = verify(entries, probes, spec["baseline"])
+    verdict = judge(entries, probes, spec["baseline"], moment="after").verdict
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    reward = {"reward": verdict.reward} | {c.name: int(c.passed) for c in verdict.checks}
+    reward = {"reward": verdict.reward}
     details = [
         {"name": c.name, "passed": c.passed, "scored": c.scored, "weight": c.weight, "detail": c.detail}
         for c in verdict.checks
