@@ -202,10 +202,19 @@ def test_services_nginx_by_hand_fails(probe: Probe) -> None:
 
 
 @pytest.mark.live
-def test_services_stopped_after_the_faults_fails(probe: Probe) -> None:
-    broken, violated = _gate("services_official", probe, "true", "service php8.2-fpm stop")
+def test_services_stopped_or_config_broken_after_the_faults_fails(probe: Probe) -> None:
+    broken, violated = _gate(
+        "services_official",
+        probe,
+        "true",
+        "service php8.2-fpm stop && echo 'bogus;' >> /etc/nginx/nginx.conf",
+    )
     assert broken.passed, broken.detail
-    assert not violated.passed and violated.detail == "php-fpm8.2 no longer runs"
+    assert not violated.passed
+    assert violated.detail.startswith(
+        "nginx's configuration fails its test: nginx: [emerg] unknown directive"
+    )
+    assert violated.detail.endswith("; php-fpm8.2 no longer runs")
 
 
 @pytest.mark.live

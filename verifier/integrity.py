@@ -138,7 +138,9 @@ DAEMONS: dict[str, str] = {
 # Only bash builtins walk /proc (no program to fake but readlink, which the
 # programs gate covers), in a subshell so the session keeps none of its
 # variables: ``P pid ppid comm`` for every process, then ``M pid exe TAB
-# cmdline`` for each daemon's processes.
+# cmdline`` for each daemon's processes. The config tests run after the walk
+# (`nginx -t` is a process named nginx too), side by side: ``T name rc TAB
+# first line``.
 _PROCS = r"""(for d in /proc/[0-9]*; do
   read -r s < "$d/stat" 2>/dev/null || continue
   r=${s##*) }; set -- $r; c=${s#*(}; c=${c%)*}
@@ -148,55 +150,49 @@ _PROCS = r"""(for d in /proc/[0-9]*; do
     builtin printf 'M %s %s\t%s\n' "${d#/proc/}" "$(readlink "$d/exe")" "${a[*]}";;
   esac
 done)"""
+_TEST = """(o=$({test} 2>&1); r=$?; builtin printf 'T %s %s\\t%s\\n' {name} $r "${{o%%$'\\n'*}}") &"""
 
 
-def _processes(
-    probe: Probe, names: list[str]
-) -> tuple[dict[int, tuple[int, str]], dict[int, tuple[str, str]]]:
-    """``pid -> (ppid, name)`` of every process, and ``pid -> (exe, cmdline)`` of the named ones."""
-    out = probe.shell.run(_PROCS.replace("__NAMES__", " ".join(names)), timeout=15).output
+Masters = dict[str, list[dict[str, Any]]]
+
+
+def _look(probe: Probe, names: list[str]) -> tuple[Masters, dict[str, str]]:
+    """Per daemon, each master process (its parent is not the same program) with its
+    binary, command line and the names of its ancestors up to PID 1; and ``""``
+    when its config test passes, else the test's first line of complaint."""
+    tests = " ".join(_TEST.format(test=DAEMONS[n], name=n) for n in names)
+    out = probe.shell.run(f"{_PROCS.replace('__NAMES__', ' '.join(names))}; {tests} wait", timeout=30).output
     table: dict[int, tuple[int, str]] = {}
     details: dict[int, tuple[str, str]] = {}
+    complaints = dict.fromkeys(names, "no answer from its test")
     for line in out.splitlines():
-        if line.startswith("P "):
-            parts = line[2:].split(" ", 2)
+        kind, _, rest = line.partition(" ")
+        if kind == "P":
+            parts = rest.split(" ", 2)
             if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
                 table[int(parts[0])] = (int(parts[1]), parts[2])
-        elif line.startswith("M "):
-            pid, _, rest = line[2:].partition(" ")
+        elif kind == "M":
+            pid, _, rest = rest.partition(" ")
             exe, _, cmdline = rest.partition("\t")
             if pid.isdigit():
                 details[int(pid)] = (exe, cmdline.strip())
-    return table, details
-
-
-def _masters(probe: Probe, names: list[str]) -> dict[str, list[dict[str, Any]]]:
-    """Per daemon, each master process (its parent is not the same program): its
-    binary, command line and the names of its ancestors up to PID 1."""
-    table, details = _processes(probe, names)
-    found: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+        elif kind == "T":
+            head, _, first = rest.partition("\t")
+            name, _, code = head.partition(" ")
+            if name in complaints:
+                complaints[name] = "" if code == "0" else (first.strip() or f"exit {code}")[:160]
+    masters: Masters = {name: [] for name in names}
     for pid, (exe, cmdline) in sorted(details.items()):
         ppid, name = table.get(pid, (0, ""))
-        if name not in found or table.get(ppid, (0, ""))[1] == name:
+        if name not in masters or table.get(ppid, (0, ""))[1] == name:
             continue
         chain, up = [], ppid
         while up > 0 and len(chain) < 16:
             parent, parent_name = table.get(up, (0, "?"))
             chain.append(parent_name)
             up = parent
-        found[name].append({"pid": pid, "exe": exe, "cmdline": cmdline, "chain": chain})
-    return found
-
-
-def _tests(probe: Probe, names: list[str]) -> dict[str, str]:
-    """Per daemon, ``""`` when its config test passes, else its first words of complaint."""
-    results = {}
-    for name in names:
-        out = probe.shell.run(DAEMONS[name] + " 2>&1", timeout=30)
-        results[name] = (
-            "" if out.ok else (out.output.strip().splitlines() or [f"exit {out.exit_code}"])[0][:160]
-        )
-    return results
+        masters[name].append({"pid": pid, "exe": exe, "cmdline": cmdline, "chain": chain})
+    return masters, complaints
 
 
 def _unofficial(master: dict[str, Any], healthy: dict[str, Any]) -> str:
@@ -223,9 +219,8 @@ class ServicesOfficial(Check):
     class Params(CheckParams):
         daemons: list[str] = Field(default=list(DAEMONS), min_length=1)
 
-    def _look(self, probe: Probe) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
-        names = [n for n in self.params.daemons if n in DAEMONS]
-        return _masters(probe, names), _tests(probe, names)
+    def _look(self, probe: Probe) -> tuple[Masters, dict[str, str]]:
+        return _look(probe, [n for n in self.params.daemons if n in DAEMONS])
 
     def snapshot(self, probe: Probe) -> Any:
         masters, tests = self._look(probe)
