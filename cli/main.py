@@ -86,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     validate.add_argument("scenarios", nargs="*", help="ids or difficulties (default: all)")
     validate.add_argument("--seeds", type=parse_seeds, default=[1, 2, 3], help="default: 1-3")
+    validate.add_argument(
+        "--adversaries", action="store_true", help="also run every cheating strategy: each must score <= 0.2"
+    )
 
     export = sub.add_parser("export", help="write scenarios x seeds as task directories of another harness")
     export.add_argument("out", type=Path, help="output directory (one task directory per scenario x seed)")

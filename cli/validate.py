@@ -8,6 +8,8 @@ import time
 from rich.console import Console
 from rich.markup import escape
 
+from fixos.adversaries import outcome, validate_adversaries
+from fixos.bench import default_parallelism
 from fixos.cli.common import engine, images
 from fixos.episodes import new_run_id
 from fixos.scenarios.catalog import load_catalog, select
@@ -38,9 +40,20 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
                     + ("ok" if row.ok else "FAILED " + escape("; ".join(failed))),
                     highlight=False,
                 )
+        adversaries, held = ([], True)
+        if args.adversaries:  # each strategy x scenario it applies to must score <= 0.2
+            adversaries, held = validate_adversaries(
+                scenarios,
+                args.seeds,
+                client=client,
+                images=tags,
+                run_id=run_id,
+                parallel=default_parallelism(),
+                on_record=lambda case, r: console.print(f"{case.agent} on {case.scenario}: {outcome(r)}"),
+            )
     finally:
         pool.close()
         remove_labelled(client, run_id=run_id)
-    console.print(validation_table(rows))
+    console.print(validation_table(rows), *adversaries)
     console.print(f"{len(rows)} scenario x seed validations in {time.monotonic() - started:.1f}s")
-    return 0 if all(r.ok for r in rows) else 1
+    return 0 if all(r.ok for r in rows) and held else 1
