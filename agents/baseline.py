@@ -55,9 +55,10 @@ FPM_POOL = "/etc/php/8.2/fpm/pool.d/www.conf"
 
 
 def _replace(path: str, old: str, new: str) -> str:
+    # Edits the file a symlink points to: `perl -i` would put a copy in the link's place.
     return (
         f"O={shlex.quote(old)} N={shlex.quote(new)} perl -0777 -i -pe "
-        f"'s/\\Q$ENV{{O}}\\E/$ENV{{N}}/' {shlex.quote(path)}"
+        f"'s/\\Q$ENV{{O}}\\E/$ENV{{N}}/' \"$(readlink -f {shlex.quote(path)})\""
     )
 
 
