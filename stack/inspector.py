@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-import shlex
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -39,71 +38,44 @@ from fixos.core.errors import StackError
 from fixos.shells.exec import ExecShell
 from fixos.stack.hosts import LABEL_EPISODE, LABEL_OWNER, LABEL_RUN, LiveHost, owner_label
 from fixos.stack.images import Say, ensure_image
+from fixos.verifier import vantage
 
 IMAGE_NAME = "inspector"
 LABEL_ROLE = "fixos.role"
 ROLE = "inspector"
-HOST_ROOT = "/proc/1/root"
+HOST_ROOT = vantage.INSPECTOR_ROOT
 """where the host's filesystem is, seen from the inspector: its PID 1 (init) is the host's
 init, which the agent can neither kill nor move to another root (no CAP_SYS_ADMIN, no chroot
 of a running process)."""
 CAPABILITIES = ("SYS_PTRACE", "DAC_READ_SEARCH")
-MARIADB_SOCKET = "/run/mysqld/mysqld.sock"
+MARIADB_SOCKET = vantage.MARIADB_SOCKET
 
 
 def host_path(path: str) -> str:
     """``path`` on the host, as the inspector reaches it (``/etc/x`` -> ``/proc/1/root/etc/x``)."""
-    if not path.startswith("/"):
-        raise ValueError(f"host_path needs an absolute path, got {path!r}")
-    return HOST_ROOT + path
+    return vantage.under(HOST_ROOT, path)
 
 
 def mariadb_command(query: str) -> str:
     """A command running ``query`` as root on the host's MariaDB, with the inspector's own
     client and no option file (``--no-defaults``: nothing the host holds is read)."""
-    socket = shlex.quote(host_path(MARIADB_SOCKET))
-    return f"mariadb --no-defaults --socket={socket} -N -B -e {shlex.quote(query)}"
+    return vantage.mariadb_command(query, HOST_ROOT)
 
 
-# What the init scripts' `status` asks (a pid file naming a live daemon), answered
-# from the inspector: `service X status` would run the host's script, the host's sh.
-SERVICE_DAEMONS = {
-    "nginx": ("/run/nginx.pid", "/usr/sbin/nginx"),
-    "mariadb": ("/run/mysqld/mysqld.pid", "/usr/sbin/mariadbd"),
-    "php8.2-fpm": ("/run/php/php8.2-fpm.pid", "/usr/sbin/php-fpm8.2"),
-    "ssh": ("/run/sshd.pid", "/usr/sbin/sshd"),
-}
+SERVICE_DAEMONS = vantage.SERVICE_DAEMONS
 
 
 def service_running_command(service: str) -> str:
     """A command that exits 0 when the host's ``service`` runs: its pid file (read as root,
     whatever its mode: DAC_READ_SEARCH) names a process of this PID namespace whose program
-    is the service's daemon. A daemon whose binary was deleted reads ``… (deleted)``: not it."""
-    if service not in SERVICE_DAEMONS:
-        raise ValueError(f"no daemon known for service {service!r}; known: {', '.join(SERVICE_DAEMONS)}")
-    pidfile, daemon = SERVICE_DAEMONS[service]
-    return (
-        f"p=; read -r p < {shlex.quote(host_path(pidfile))} 2>/dev/null; "
-        f"[[ $p =~ ^[0-9]+$ ]] && [[ $(readlink /proc/$p/exe) == {shlex.quote(daemon)} ]]"
-    )
+    is the service's daemon (``fixos.verifier.vantage``)."""
+    return vantage.service_running_command(service, HOST_ROOT)
 
 
 def filesystem_use_command(path: str, metric: str = "space") -> str:
-    """A command printing how full the host's filesystem holding ``path`` is, in percent,
-    as the host's ``df`` (``--output=pcent``, or ``ipcent`` for ``inodes``) would print it.
-
-    ``df`` itself cannot: it looks ``path`` up in the inspector's mount table, and there a
-    host path is either absent or (unprefixed) the inspector's own disk. ``statfs`` reads
-    the filesystem the path is on, wherever it is mounted."""
-    if metric not in ("space", "inodes"):
-        raise ValueError(f"metric must be 'space' or 'inodes', got {metric!r}")
-    fields = "%b %f %a" if metric == "space" else "%c %d %d"
-    # df's rounding: used / (used + available to non-root), rounded up.
-    return (
-        f"stat -f -c '{fields}' {shlex.quote(host_path(path))} | "
-        "awk '{ used = $1 - $2; all = used + $3; "
-        'if (all == 0) print "-"; else printf "%d%%\\n", int((used * 100 + all - 1) / all) }\''
-    )
+    """A command printing how full the host's filesystem holding ``path`` is, as the host's
+    ``df`` would print it (``statfs``: ``df`` here would measure the inspector's own disk)."""
+    return vantage.filesystem_use_command(path, metric, HOST_ROOT)
 
 
 def inspector_image(client: docker.DockerClient, say: Say) -> str:

@@ -23,7 +23,7 @@ def client() -> docker.DockerClient:
 
 @pytest.fixture(scope="session")
 def images(client: docker.DockerClient) -> dict[str, str]:
-    return {"server": ensure_image(client, "server", lambda line: None)}
+    return {name: ensure_image(client, name, lambda line: None) for name in ("server", "inspector")}
 
 
 @pytest.fixture

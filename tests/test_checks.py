@@ -16,6 +16,7 @@ from fixos.core.models import Outcome
 from fixos.scenarios.schema import HostSpec
 from fixos.shells.base import Shell
 from fixos.stack.hosts import LiveHost, Stack
+from fixos.stack.inspector import HOST_ROOT, Inspector
 from fixos.verifier import (
     CHECKS,
     Check,
@@ -144,14 +145,17 @@ def test_every_registered_check_type_is_tested():
 
 
 @pytest.fixture(scope="module")
-def host(client: docker.DockerClient, images: dict[str, str]) -> Iterator[tuple[LiveHost, Shell]]:
+def host(client: docker.DockerClient, images: dict[str, str]) -> Iterator[tuple[LiveHost, Shell, Probe]]:
+    """The host, a session in it that breaks and repairs it, and the probe the checks
+    look through: an inspector's, as an episode's verdicts are taken."""
     run_id = f"test-checks-{time.monotonic_ns() % 10**8}"
     stack = Stack(client, run_id=run_id, episode_id=run_id, hosts=[HostSpec(name="web")], images=images)
     try:
         stack.up()
         web = stack.hosts["web"]
-        with web.shell(default_timeout=30) as shell:
-            yield web, shell
+        with web.shell(default_timeout=30) as shell, Inspector(client, web, images["inspector"]) as inspector:
+            view = inspector.shell
+            yield web, shell, Probe(backend.testinfra_host(view, "web"), view, web, root=HOST_ROOT)
     finally:
         stack.down()
 
@@ -168,8 +172,7 @@ def _until(check: Check, probe: Probe, baseline: Any, passed: bool, timeout: flo
 
 @pytest.mark.parametrize("case", CASES, ids=[c.type for c in CASES])
 def test_check_passes_healthy_fails_broken_with_evidence(host, case: Case):
-    web, shell = host
-    probe = Probe(backend.testinfra_host(shell, "web"), shell, web)
+    _, shell, probe = host
     cls = CHECKS.get(case.type)
     check = cls(cls.Params.model_validate(case.params))
     baseline = check.refine(probe, check.snapshot(probe))

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from fixos.core.models import HttpResponse, Outcome
 from fixos.core.registry import Registry
 from fixos.shells.base import Shell
+from fixos.verifier.vantage import under
 
 
 class HostAccess(Protocol):
@@ -30,13 +31,21 @@ class HostAccess(Protocol):
 
 @dataclass
 class Probe:
-    """Everything a check may use: testinfra over the verifier's own session, and outside access."""
+    """Everything a check may use: testinfra over the verifier's own session (in an inspector,
+    or in the host for the exported verifier), and outside access."""
 
     host: testinfra.host.Host
     shell: Shell
     access: HostAccess
     patient: bool = True
     """False while the harness checks its own set-up: checks skip their waiting."""
+    root: str = ""
+    """where ``shell`` sees the host's filesystem: ``""`` from inside the host (the exported
+    verifier), ``/proc/1/root`` from an inspector (``fixos.verifier.vantage``)."""
+
+    def path(self, path: str) -> str:
+        """``path`` on the host as ``shell`` reaches it."""
+        return under(self.root, path)
 
 
 class CheckParams(BaseModel):

@@ -9,8 +9,8 @@ is dropped at ``refine``; the rest must be as on the healthy host.
 
 from __future__ import annotations
 
-import shlex
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pydantic import Field
@@ -18,6 +18,7 @@ from pydantic import Field
 from fixos.core.models import Outcome
 from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
 from fixos.verifier.steady import named
+from fixos.verifier.vantage import mariadb_command
 
 _SYSTEM_SCHEMAS = ("information_schema", "performance_schema", "sys", "mysql")
 GRANT_TABLES = (
@@ -41,8 +42,8 @@ _FULL_RETRIES = 5
 """clients killed mid-handshake briefly hold even the slot MariaDB keeps for root."""
 
 
-def _mariadb(sql: str) -> str:
-    return f"mariadb --connect-timeout=5 -N -B -e {shlex.quote(sql)} 2>&1"
+def _mariadb(sql: str, root: str) -> str:
+    return mariadb_command(sql, root, connect_timeout=5) + " 2>&1"
 
 
 def _quoted(table: str) -> str:
@@ -55,7 +56,7 @@ def _contents(probe: Probe, also: list[str]) -> dict[str, Any] | str:
     that is gone) of every table outside the system schemas, plus ``also``;
     the server's answer as a string when it cannot be asked."""
     for _ in range(_FULL_RETRIES):
-        listing = probe.shell.run(_mariadb(_LIST), timeout=20)
+        listing = probe.shell.run(_mariadb(_LIST, probe.root), timeout=20)
         if "Too many connections" not in listing.output:
             break
         time.sleep(0.3)
@@ -64,7 +65,9 @@ def _contents(probe: Probe, also: list[str]) -> dict[str, Any] | str:
     rows = listing.output.splitlines()
     databases = sorted(r[2:] for r in rows if r.startswith("D ") and r[2:] not in _SYSTEM_SCHEMAS)
     tables = sorted({*(r[2:] for r in rows if r.startswith("T ")), *also})
-    sums = probe.shell.run(_mariadb("CHECKSUM TABLE " + ", ".join(_quoted(t) for t in tables)), timeout=30)
+    sums = probe.shell.run(
+        _mariadb("CHECKSUM TABLE " + ", ".join(_quoted(t) for t in tables), probe.root), timeout=30
+    )
     if not sums.ok:
         return sums.output.strip()[-200:] or f"mariadb exited {sums.exit_code}"
     checksums = dict.fromkeys(tables, "NULL")
@@ -160,7 +163,8 @@ def _look(probe: Probe, names: list[str]) -> tuple[Masters, dict[str, str]]:
     """Per daemon, each master process (its parent is not the same program) with its
     binary, command line and the names of its ancestors up to PID 1; and ``""``
     when its config test passes, else the test's first line of complaint."""
-    tests = " ".join(_TEST.format(test=DAEMONS[n], name=n) for n in names)
+    in_host = not probe.root  # from an inspector, the tests run in the host (_tests_in_host)
+    tests = " ".join(_TEST.format(test=DAEMONS[n], name=n) for n in names) if in_host else ""
     out = probe.shell.run(f"{_PROCS.replace('__NAMES__', ' '.join(names))}; {tests} wait", timeout=30).output
     table: dict[int, tuple[int, str]] = {}
     details: dict[int, tuple[str, str]] = {}
@@ -192,7 +196,37 @@ def _look(probe: Probe, names: list[str]) -> tuple[Masters, dict[str, str]]:
             chain.append(parent_name)
             up = parent
         masters[name].append({"pid": pid, "exe": exe, "cmdline": cmdline, "chain": chain})
+    if not in_host:
+        complaints = _tests_in_host(probe, names)
     return masters, complaints
+
+
+# The same tests as argument vectors, for the engine to run in the host with no shell.
+_ARGV = {
+    "nginx": ["/usr/sbin/nginx", "-t", "-q"],
+    "php-fpm8.2": ["/usr/sbin/php-fpm8.2", "-t"],
+    "mariadbd": ["/usr/sbin/mariadbd", "--help", "--verbose"],
+}
+_HELP_ONLY = {"mariadbd"}
+"""tests whose stdout is a listing, not a complaint."""
+
+
+def _tests_in_host(probe: Probe, names: list[str]) -> dict[str, str]:
+    """Each daemon's config test run by the engine in the host, never in the inspector:
+    the daemon loads what its configuration names (a PHP extension, a MariaDB plugin),
+    which must not run with the inspector's rights. The binary is the packaged one
+    exactly when the ``programs_unchanged`` gate passes, and without it no verdict counts."""
+    run_program = getattr(probe.access, "run_program", None)
+    if run_program is None:
+        return dict.fromkeys(names, "no way to run the host's own test from this vantage point")
+
+    def one(name: str) -> str:
+        out = run_program(_ARGV[name], 30.0, stdout=name not in _HELP_ONLY)
+        lines = out.output.strip().splitlines()
+        return "" if out.ok else (lines[0] if lines else f"exit {out.exit_code}")[:160]
+
+    with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
+        return dict(zip(names, pool.map(one, names), strict=True))
 
 
 def _unofficial(master: dict[str, Any], healthy: dict[str, Any]) -> str:

@@ -83,25 +83,34 @@ class ModesUnchanged(Check):
     type = "modes_unchanged"
     Params = ModesParams
 
-    def _find(self) -> str:
-        trees = " ".join(shlex.quote(self.params.root + t) for t in self.params.trees)
+    def _root(self, probe: Probe) -> str:
+        """where the host's filesystem is: the probe's vantage point (an inspector's
+        ``/proc/1/root``) before the params' own."""
+        return probe.root + self.params.root
+
+    def _find(self, root: str) -> str:
+        trees = " ".join(shlex.quote(root + t) for t in self.params.trees)
         return f"find {trees} -printf '{_FORMAT}' 2>/dev/null | head -n {self.params.limit}"
 
-    def _strip(self, path: str) -> str:
-        return path[len(self.params.root) :] if self.params.root else path
+    @staticmethod
+    def _strip(root: str, path: str) -> str:
+        return path[len(root) :] if root and path.startswith(root) else path
 
     def snapshot(self, probe: Probe) -> Any:
-        out = probe.shell.run(_packed(self._find()), timeout=30)
+        root = self._root(probe)
+        out = probe.shell.run(_packed(self._find(root)), timeout=30)
         listing = {}
         for line in _unpacked(out.output, "list owners and modes"):
             perm, _, path = line.partition("\t")
-            listing[self._strip(path)] = perm
+            listing[self._strip(root, path)] = perm
         return {"paths": listing, "disturbed": [], "world_writable": []}
 
     def _compare(self, probe: Probe, healthy: dict[str, str]) -> Differences:
-        root = self.params.root
+        root = self._root(probe)
         lines = "".join(f"{perm}\t{root}{path}\n" for path, perm in healthy.items())
-        command = f"{self._find()} | {_COMPARE % _DIFFER} 3<<'__FIXOS_HEALTHY__'\n{lines}__FIXOS_HEALTHY__"
+        command = (
+            f"{self._find(root)} | {_COMPARE % _DIFFER} 3<<'__FIXOS_HEALTHY__'\n{lines}__FIXOS_HEALTHY__"
+        )
         out = probe.shell.run(_packed(command), timeout=30)
         found = Differences()
         for line in _unpacked(out.output, "compare owners and modes"):
@@ -109,9 +118,9 @@ class ModesUnchanged(Check):
             if kind == "N":
                 found.listed = int(perm)
             elif kind == "C":
-                found.changed[self._strip(path)] = perm
+                found.changed[self._strip(root, path)] = perm
             elif kind == "W":
-                found.world_writable.append(self._strip(path))
+                found.world_writable.append(self._strip(root, path))
         return found
 
     def _judged(self, baseline: Any) -> dict[str, str]:

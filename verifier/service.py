@@ -7,11 +7,15 @@ from typing import Any
 
 from fixos.core.models import Outcome
 from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
+from fixos.verifier.vantage import SERVICE_DAEMONS, service_running_command
 
 
 @CHECKS.register
 class ServiceRunning(Check):
-    """The init system reports the service running."""
+    """The service runs, as its init script's ``status`` would say: its pid file names a
+    live process of its daemon. Asked with the verifier's own tools (``service X status``
+    would run the host's script, its sh and whatever it sources); a service the verifier
+    knows no daemon of is asked of the init system in the host's own session only."""
 
     type = "service_running"
 
@@ -19,7 +23,13 @@ class ServiceRunning(Check):
         service: str
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
-        running = probe.host.service(self.params.service).is_running
+        service = self.params.service
+        if service in SERVICE_DAEMONS:
+            running = probe.shell.run(service_running_command(service, probe.root), timeout=10).ok
+        elif probe.root:
+            return Outcome(False, f"no daemon known for service {service}: cannot judge it from outside")
+        else:
+            running = probe.host.service(service).is_running
         state = "running" if running else "not running"
         return Outcome(running, f"service {self.params.service} is {state}")
 

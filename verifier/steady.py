@@ -111,7 +111,7 @@ class LogsKept(Check):
     Params = LogsParams
 
     def _present(self, probe: Probe) -> list[str]:
-        root = self.params.root
+        root = probe.root + self.params.root  # the vantage point's view of the host
         tests = "; ".join(
             f"[ -f {shlex.quote(root + p)} ] && builtin echo {shlex.quote(p)}" for p in self.params.paths
         )

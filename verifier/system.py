@@ -10,6 +10,7 @@ from pydantic import Field
 from fixos.core.models import Outcome
 from fixos.shells.probes import sample_cpu
 from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
+from fixos.verifier.vantage import filesystem_use_command
 
 # Processes that come and go on any host, or belong to the verifier itself.
 _TRANSIENT = {"bash", "sh", "sleep", "ps", "awk", "cat", "setsid", "sed", "grep", "perl", "curl"}
@@ -28,11 +29,11 @@ class DiskUsage(Check):
         metric: Literal["space", "inodes"] = "space"
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
-        column = "pcent" if self.params.metric == "space" else "ipcent"
-        out = probe.shell.run(f"df --output={column} {shlex.quote(self.params.path)} | tail -n 1")
+        command = filesystem_use_command(self.params.path, self.params.metric, probe.root)
+        out = probe.shell.run(f"(set -o pipefail; {command}) 2>&1", timeout=10)  # not for the whole session
         text = out.output.strip().rstrip("%")
         if out.exit_code != 0 or not text.isdigit():
-            return Outcome(False, f"df failed: {out.output.strip()[:200]}")
+            return Outcome(False, f"cannot measure {self.params.path}: {out.output.strip()[:200]}")
         pct = int(text)
         what = "full" if self.params.metric == "space" else "of inodes used"
         return Outcome(pct <= self.params.max_percent, f"{self.params.path} is {pct}% {what}")
@@ -107,8 +108,10 @@ class PathsExist(Check):
         paths: list[str] = Field(min_length=1)
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
-        tests = "; ".join(f"[ -e {shlex.quote(p)} ] || echo {shlex.quote(p)}" for p in self.params.paths)
-        missing = probe.shell.run(tests, timeout=10).output.split()
+        tests = "; ".join(
+            f"[ -e {shlex.quote(probe.path(p))} ] || builtin echo {shlex.quote(p)}" for p in self.params.paths
+        )
+        missing = probe.shell.run(f"({tests})", timeout=10).output.split()
         if missing:
             return Outcome(False, "missing: " + ", ".join(missing))
         return Outcome(True, f"{len(self.params.paths)} path(s) present")
@@ -137,7 +140,11 @@ class NoMemoryHog(Check):
 
 @CHECKS.register
 class PathPermissions(Check):
-    """Paths have the expected owner and are not writable by everyone (no `chmod 777` fixes)."""
+    """Paths have the expected owner and are not writable by everyone (no `chmod 777` fixes).
+
+    Owners are compared by number: the owner's uid is the one the healthy host's
+    /etc/passwd gave it (the verifier's own passwd has no ``mysql``, and the
+    agent can edit the host's)."""
 
     type = "path_permissions"
 
@@ -145,17 +152,45 @@ class PathPermissions(Check):
         paths: list[str] = Field(min_length=1)
         owner: str | None = None
 
+    def snapshot(self, probe: Probe) -> Any:
+        if self.params.owner is None:
+            return None
+        owners = _users(probe)
+        if self.params.owner not in owners:
+            raise RuntimeError(f"the healthy host has no user {self.params.owner!r}")
+        return {"uid": owners[self.params.owner]}
+
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
+        uid = None
+        if self.params.owner is not None:
+            uid = baseline["uid"] if baseline else _users(probe).get(self.params.owner, -1)
         problems = []
         for path in self.params.paths:
-            f = probe.host.file(path)
+            f = probe.host.file(probe.path(path))
             if not f.exists:
                 problems.append(f"{path} missing")
                 continue
-            if self.params.owner is not None and f.user != self.params.owner:
-                problems.append(f"{path} owned by {f.user}")
+            if uid is not None and f.uid != uid:
+                problems.append(f"{path} owned by {_name_of(probe, f.uid)}")
             if f.mode & 0o002:
                 problems.append(f"{path} is world-writable ({f.mode:o})")
         if problems:
             return Outcome(False, "; ".join(problems))
         return Outcome(True, f"{len(self.params.paths)} path(s) with sane owner and mode")
+
+
+def _users(probe: Probe) -> dict[str, int]:
+    """user name -> uid, from the host's /etc/passwd read through the engine."""
+    passwd = (probe.access.read_file("/etc/passwd") or b"").decode("utf-8", "replace")
+    users: dict[str, int] = {}
+    for line in passwd.splitlines():
+        fields = line.split(":")
+        if len(fields) > 2 and fields[2].isdigit():
+            users.setdefault(fields[0], int(fields[2]))
+    return users
+
+
+def _name_of(probe: Probe, uid: int) -> str:
+    """``uid`` as the host's /etc/passwd names it now (evidence only: judged by number)."""
+    names = {number: name for name, number in _users(probe).items()}
+    return names.get(uid, f"uid {uid}")
