@@ -159,7 +159,9 @@ class DeletedOpenFile(Fault):
         target = size * (self.params.percent - 0.5) / 100
         need = max(0, int(target - (-(-used // _GRAIN) * _GRAIN))) // 4096 * 4096
         quoted = shlex.quote(self.log)
-        shell.run(f"yes {shlex.quote(self.line)} | head -c {need} >> {quoted} && rm -f {quoted}", timeout=60)
+        # `;`, not `&&`: under a session's pipefail `yes` ends by SIGPIPE (141) and the file
+        # stayed; a short write shows in confirm's df figure anyway.
+        shell.run(f"yes {shlex.quote(self.line)} | head -c {need} >> {quoted}; rm -f {quoted}", timeout=60)
         return {"name": self.name, "pid": self.pid, "file": self.log, "bytes": need}
 
     def confirm(self, shell: Shell) -> Outcome:
