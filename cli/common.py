@@ -85,5 +85,6 @@ def say(console: Console, line: str) -> None:
 
 
 def images(client: docker.DockerClient, scenarios: Sequence[Scenario], console: Console) -> dict[str, str]:
-    names = sorted({h.image for s in scenarios for h in s.hosts})
+    # the inspector: the verifier's vantage point on every host (fixos.inspection)
+    names = sorted({h.image for s in scenarios for h in s.hosts} | {"inspector"})
     return {name: ensure_image(client, name, lambda line: say(console, line)) for name in names}

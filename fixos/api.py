@@ -32,6 +32,7 @@ def episode(
     """A confirmed-broken host for ``scenario``; removed when the block ends, however it ends."""
     chosen = select(load_catalog(scenario_dir), [scenario])[0]
     client = connect(docker_host)
-    images = {h.image: ensure_image(client, h.image, lambda line: None) for h in chosen.hosts}
+    names = {h.image for h in chosen.hosts} | {"inspector"}  # the verifier's vantage point
+    images = {name: ensure_image(client, name, lambda line: None) for name in names}
     with Episode(chosen, seed, client=client, images=images, transport=transport) as ep:
         yield ep

@@ -17,6 +17,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,8 @@ import docker
 from fixos.agents import Endpoints, Task, make_agent
 from fixos.core.errors import BudgetExhausted, FixOSError, ShellError, StackError
 from fixos.core.models import InjectedFault, Step, Verdict
-from fixos.phases import break_hosts, check_entries, fault_entries, probes_of
+from fixos.inspection import Looking, failing_disturbed, inspected
+from fixos.phases import break_hosts, check_entries, fault_entries
 from fixos.records.failures import EpisodeStatus, agent_failure, harness_failure
 from fixos.records.models import EpisodeRecord, Timings
 from fixos.scenarios.schema import Scenario
@@ -34,6 +36,7 @@ from fixos.scenarios.solution import render
 from fixos.shells.base import Shell
 from fixos.shells.recording import RecordingShell
 from fixos.stack.hosts import LiveHost, Stack
+from fixos.stack.inspector import IMAGE_NAME
 from fixos.stack.pool import HostPool
 from fixos.verifier import Baseline, judge
 from fixos.verifier.exits import wait_for_exits
@@ -73,12 +76,15 @@ class Episode:
             hosts=scenario.hosts,
             images=images,
         )
+        self._client = client
+        self._images = images
         self.timings = Timings()
         self.faults: list[InjectedFault] = []
         self._baseline: Baseline = {}
         self._shell: Shell | None = None
         self._harness: dict[str, Shell] = {}
-        """the harness's own session per host, opened at reset and kept for the verdicts."""
+        """the harness's own session per host, opened at reset to inject the faults; never
+        used to judge (the verdicts look from inspectors: ``fixos.inspection``)."""
         self._checks = check_entries(scenario)
 
     # -- phases -----------------------------------------------------------
@@ -91,8 +97,7 @@ class Episode:
         else:
             self.stack.up()
         self.timings.boot = time.monotonic() - started
-        # One harness session per host, never handed to the agent; kept open for
-        # the verdicts, which then skip a session's start (~50 ms each).
+        # One harness session per host, never handed to the agent: the faults go in through it.
         self._harness.update(self.stack.take_shells())
         key, cached = self._cached_healthy()
         broken = break_hosts(
@@ -102,6 +107,7 @@ class Episode:
             self._harness_shells(),
             self.stack.hosts,
             healthy=cached,
+            vantage=self._inspected,
         )
         if self.pool is not None and cached is None:
             self.pool.baselines[key] = broken.healthy
@@ -132,19 +138,18 @@ class Episode:
         return self.stack.hosts[self.scenario.hosts[0].name]
 
     def verify(self) -> Verdict:
-        """Judge the hosts, through the harness's own sessions (never the agent's),
-        once the processes the agent killed have finished exiting (verifier.exits)."""
+        """Judge the hosts from inspectors started for this verdict (never the agent's
+        session, nor any program in the hosts), once the processes the agent killed
+        have finished exiting (verifier.exits)."""
         started = time.monotonic()
-        shells = self._harness_shells()
-        wait_for_exits(shells)
-        verdict = self._judge(shells, patient=True)
+        verdict = self._judge(patient=True)
         self.timings.verify = time.monotonic() - started
         return verdict
 
     def progress(self) -> Verdict:
         """Judge the hosts now without waiting out any check's hold period: the
         running score an environment shows after each step (``verify`` is final)."""
-        return self._judge(self._harness_shells(), patient=False)
+        return self._judge(patient=False)
 
     def close(self) -> None:
         try:
@@ -188,9 +193,21 @@ class Episode:
             self._harness[name] = host.shell()
         return dict(self._harness)
 
-    def _judge(self, shells: dict[str, Shell], *, patient: bool) -> Verdict:
-        probes = probes_of(shells, self.stack.hosts, patient=patient)
-        return judge(self._checks, probes, self._baseline).verdict
+    def _inspected(self, patient: bool) -> AbstractContextManager[Looking]:
+        """Inspectors for one judgement (``fixos.inspection``), removed when it ends."""
+        image = self._images.get(IMAGE_NAME)
+        if image is None:
+            raise StackError(
+                f"no {IMAGE_NAME!r} image among {sorted(self._images)}: build it with ensure_image"
+            )
+        return inspected(self._client, self.stack.hosts, image, patient=patient)
+
+    def _judge(self, *, patient: bool) -> Verdict:
+        with self._inspected(patient) as looking:
+            if patient:
+                wait_for_exits({name: probe.shell for name, probe in looking.probes.items()})
+            verdict = judge(self._checks, looking.probes, self._baseline).verdict
+            return failing_disturbed(verdict, self._checks, looking.disturbed())
 
 
 def episode_id_for(scenario_id: str, seed: int, agent_name: str) -> str:

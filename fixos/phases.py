@@ -11,8 +11,10 @@ would measure nothing.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +22,7 @@ from fixos.core.errors import InvalidEpisode, UnhealthyHost
 from fixos.core.models import InjectedFault, Verdict
 from fixos.core.registry import Registry
 from fixos.injector import FAULTS, Fault, inject_all
+from fixos.inspection import Looking
 from fixos.scenarios.schema import Scenario
 from fixos.shells.base import Shell
 from fixos.verifier import CHECKS, Baseline, Check, CheckEntry, HostAccess, Probe, judge
@@ -42,11 +45,27 @@ def fault_entries(scenario: Scenario) -> list[FaultEntry]:
 def probes_of(
     shells: Mapping[str, Shell], hosts: Mapping[str, HostAccess], *, patient: bool
 ) -> dict[str, Probe]:
-    """What the checks look through, per host: testinfra over the harness's session, and outside access."""
+    """What the checks look through, per host: testinfra over a session in the host, and outside access."""
     return {
         name: Probe(testinfra_host(shell, name), shell, hosts[name], patient)
         for name, shell in shells.items()
     }
+
+
+Vantage = Callable[[bool], AbstractContextManager[Looking]]
+"""Opens the probes of one judgement (patient or not); closing them ends it."""
+
+
+def in_host(shells: Mapping[str, Shell], hosts: Mapping[str, HostAccess]) -> Vantage:
+    """Judging through sessions inside the hosts: the exporter's capture, whose
+    baseline an in-host verifier (Harbor's contract) later compares against."""
+    return lambda patient: contextlib.nullcontext(Looking(probes_of(shells, hosts, patient=patient)))
+
+
+def _undisturbed(looking: Looking, moment: str) -> None:
+    disturbed = looking.disturbed()
+    if disturbed:
+        raise InvalidEpisode(f"the verifier's view of the {moment} hosts broke: {disturbed}")
 
 
 @dataclass
@@ -70,6 +89,7 @@ def break_hosts(
     hosts: Mapping[str, HostAccess],
     *,
     healthy: Baseline | None = None,
+    vantage: Vantage | None = None,
     inject_through: Mapping[str, Shell] | None = None,
     on_injected: Callable[[], None] | None = None,
     check_types: Registry[Check] = CHECKS,
@@ -77,16 +97,20 @@ def break_hosts(
 ) -> BrokenHosts:
     """Record the healthy hosts, break them, and prove both states; InvalidEpisode when either proof fails.
 
-    ``shells`` are the harness's sessions the checks look through, one per host;
-    ``hosts`` the outside access to each. ``healthy``, when given, is a baseline
-    already recorded and proven on identical hosts (a pool's cache), so the
-    snapshot is skipped. The faults go in through ``inject_through`` (default:
-    ``shells``); ``on_injected`` runs once all are in, before their confirmation
-    (the capture stops recording there). The registries are for tests' own types.
+    ``shells`` are the harness's sessions in the hosts, one per host; ``hosts`` the
+    outside access to each. The checks look through ``vantage`` (an episode's
+    inspectors), or through ``shells`` when none is given (the exporter's capture).
+    ``healthy``, when given, is a baseline already recorded and proven on
+    identical hosts (a pool's cache), so the snapshot is skipped. The faults go
+    in through ``inject_through`` (default: ``shells``); ``on_injected`` runs
+    once all are in, before their confirmation (the capture stops recording
+    there). The registries are for tests' own types.
     """
-    probes = probes_of(shells, hosts, patient=False)
+    look = vantage or in_host(shells, hosts)
     if healthy is None:
-        proof = judge(checks, probes, moment="healthy", registry=check_types)
+        with look(False) as looking:
+            proof = judge(checks, looking.probes, moment="healthy", registry=check_types)
+            _undisturbed(looking, "healthy")
         if not proof.verdict.solved:
             failing = "; ".join(f"{c.name}: {c.detail}" for c in proof.verdict.checks if not c.passed)
             raise UnhealthyHost(f"checks fail on the healthy host: {failing}")
@@ -95,7 +119,9 @@ def break_hosts(
         list(faults), inject_through or shells, seed, registry=fault_types, on_injected=on_injected
     )
     # judge() narrows a copy: the healthy evidence stays as recorded, for a pool to reuse.
-    broken = judge(checks, probes, copy.deepcopy(healthy), moment="broken", registry=check_types)
+    with look(False) as looking:
+        broken = judge(checks, looking.probes, copy.deepcopy(healthy), moment="broken", registry=check_types)
+        _undisturbed(looking, "broken")
     if broken.verdict.solved:
         raise InvalidEpisode("the injected faults left every scored check passing")
     return BrokenHosts(injected, healthy, broken.baseline, broken.verdict)

@@ -107,7 +107,9 @@ def main() -> int:
     console = make_console()
     client = connect()
     catalog = load_catalog()
-    images = {"server": ensure_image(client, "server", lambda line: console.print(line))}
+    images = {
+        name: ensure_image(client, name, lambda line: console.print(line)) for name in ("server", "inspector")
+    }
     figures: dict[str, float] = {}
     run_id = "perf-" + new_run_id()
     try:

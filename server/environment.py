@@ -92,7 +92,8 @@ class ServerContext:
     def images_for(self, scenario: Scenario) -> dict[str, str]:
         client = self.client
         with self._image_lock:  # a first build can take minutes: hold only other resets
-            for name in sorted({h.image for h in scenario.hosts} - set(self._images)):
+            # the inspector: the verifier's vantage point on every host
+            for name in sorted(({h.image for h in scenario.hosts} | {"inspector"}) - set(self._images)):
                 self._images[name] = ensure_image(client, name, self._log)
             return dict(self._images)
 

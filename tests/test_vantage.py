@@ -1,0 +1,109 @@
+"""Episodes judge from inspectors: what root does to the host's tools, shell and
+processes changes what the verdict sees, never what it sees with.
+
+Each hostile state is first shown to fool (or break) a look from inside the
+host, so the test would fail if the verdict still looked from there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+
+import docker
+import pytest
+
+from fixos.core.errors import ShellError
+from fixos.episodes import Episode
+from fixos.inspection import KILLED, failing_disturbed, inspected
+from fixos.phases import check_entries
+from fixos.scenarios.catalog import load_catalog
+from fixos.scenarios.schema import HostSpec
+from fixos.stack.hosts import LiveHost, Stack
+from fixos.stack.inspector import Inspector
+from fixos.verifier import (
+    CheckEntry,
+    backend,  # not its testinfra_host: pytest would collect the name
+    judge,
+)
+from fixos.verifier.service import ServiceRunning
+
+pytestmark = pytest.mark.live
+
+FORGED_SERVICE = "printf '#!/bin/sh\\necho \" * $1 is running\"\\nexit 0\\n' > /usr/sbin/service"
+
+
+@pytest.fixture
+def web(client: docker.DockerClient, images: dict[str, str], test_run_id: str) -> Iterator[LiveHost]:
+    stack = Stack(
+        client, run_id=test_run_id, episode_id=test_run_id, hosts=[HostSpec(name="web")], images=images
+    )
+    try:
+        stack.up()
+        yield stack.hosts["web"]
+    finally:
+        stack.down()
+
+
+def _service_running(client, host: LiveHost, image: str) -> bool:
+    """service_running's verdict, from an inspector as an episode takes it."""
+    params = ServiceRunning.Params(service="nginx")
+    entry = CheckEntry("nginx runs", "service_running", "web", True, 1.0, params)
+    with inspected(client, {"web": host}, image, patient=False) as looking:
+        return judge([entry], looking.probes).verdict.solved
+
+
+def test_root_in_the_host_cannot_write_or_read_the_inspectors_memory(client, images, web):
+    with web.shell() as inside, Inspector(client, web, images["inspector"]) as inspector:
+        pid = inspector.shell.run("builtin echo $$").output.strip()
+        assert pid.isdigit() and inside.run(f"test -d /proc/{pid}").ok  # same PID namespace
+        wrote = inside.run(f"printf x | dd of=/proc/{pid}/mem bs=1 seek=4194304 conv=notrunc 2>&1")
+        assert not wrote.ok and "Permission denied" in wrote.output, wrote.output
+        assert not inside.run(f"cat /proc/{pid}/maps").ok
+        assert inspector.shell.run("builtin echo alive").output.strip() == "alive"
+
+
+def test_a_forged_service_fools_the_host_but_not_the_verdict(client, images, web):
+    with web.shell() as inside:
+        inside.run(f"service nginx stop; {FORGED_SERVICE}; chmod 755 /usr/sbin/service")
+        assert "nginx is running" in inside.run("service nginx status").output
+        assert (
+            backend.testinfra_host(inside, "web").service("nginx").is_running
+        )  # how it fools a look from inside
+        assert not _service_running(client, web, images["inspector"])
+        inside.run("/etc/init.d/nginx start")
+        assert _service_running(client, web, images["inspector"])
+
+
+def test_a_host_without_bash_gets_a_verdict_not_an_error(client, images, test_run_id):
+    easy_1 = load_catalog()["easy_1"]
+    with Episode(easy_1, 1, client=client, images=images, run_id=test_run_id) as ep:
+        ep.shell.run("service nginx start")
+        ep.shell.run("rm -f /usr/bin/bash /bin/bash")
+        with pytest.raises(ShellError):
+            ep.host.shell()  # nothing in the host can start a bash session now
+        verdict = ep.verify()
+    checks = {c.name: c for c in verdict.checks}
+    programs = checks["steady: programs and the loader are the image's"]
+    assert not programs.passed and "bash" in programs.detail, programs.detail
+    assert verdict.reward == 0.0
+    scored = [c for c in verdict.checks if c.scored]
+    assert scored and all(c.passed for c in scored), scored  # seen, with the inspector's own bash
+
+
+def test_a_host_that_kills_its_inspector_scores_zero_not_invalid(client, images, web):
+    checks = [c for c in check_entries(load_catalog()["easy_1"]) if c.host == "web"]
+    inside = web.shell()
+    inside.run("setsid bash -c 'while :; do kill -9 -1; done' </dev/null >/dev/null 2>&1 &")
+    time.sleep(0.5)
+    with contextlib.suppress(Exception):
+        inside.close()  # killed by the loop too
+    with inspected(client, {"web": web}, images["inspector"], patient=True) as looking:
+        baseline = {c.name: None for c in checks}
+        verdict = judge(checks, looking.probes, baseline).verdict
+        disturbed = looking.disturbed()
+    assert "web" in disturbed
+    final = failing_disturbed(verdict, checks, disturbed)
+    assert final.reward == 0.0
+    assert all(not c.passed and c.detail.startswith(KILLED) for c in final.checks), final.checks
