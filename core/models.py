@@ -6,7 +6,7 @@ saves are versioned models in ``fixos.records``, which hold these dataclasses.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -89,12 +89,21 @@ class CheckResult:
     scored: bool
     weight: float
     detail: str
+    failed_in: str = ""
+    """in the final verdict, the phase it failed in: ``as_left``, ``after_restarts`` or
+    ``both`` (``fixos.durability``); empty when it passed or was judged once."""
 
 
 @dataclass(frozen=True)
 class Verdict:
     reward: float
     checks: list[CheckResult]
+    """the results that count: in the final verdict, each passed only if it passed in every phase."""
+    phases: dict[str, list[CheckResult]] = field(default_factory=dict)
+    """the final verdict's results per phase (``as_left``, ``after_restarts``); empty for a
+    verdict judged once (the running score). Records without it read as judged once."""
+    restarts: dict[str, str] = field(default_factory=dict)
+    """``host/service`` -> how its restart between the phases went."""
 
     @property
     def solved(self) -> bool:

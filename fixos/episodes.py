@@ -25,11 +25,13 @@ from typing import Any
 import docker
 
 from fixos.agents import Endpoints, Task, make_agent
+from fixos.blame import harness_evidence, running
 from fixos.core.errors import BudgetExhausted, FixOSError, ShellError, StackError
-from fixos.core.models import InjectedFault, Step, Verdict
+from fixos.core.models import CheckResult, InjectedFault, Step, Verdict
+from fixos.durability import PhaseTimes, durable_verdict
 from fixos.inspection import Looking, failing_disturbed, inspected
 from fixos.phases import break_hosts, check_entries, fault_entries
-from fixos.records.failures import EpisodeStatus, agent_failure, harness_failure
+from fixos.records.failures import ENGINE_ERRORS, EpisodeStatus, agent_failure, harness_failure, unjudgeable
 from fixos.records.models import EpisodeRecord, Timings
 from fixos.scenarios.schema import Scenario
 from fixos.scenarios.solution import render
@@ -79,6 +81,8 @@ class Episode:
         self._client = client
         self._images = images
         self.timings = Timings()
+        self.verify_times = PhaseTimes()
+        """where the last final verdict's time went (judged as left, restarts, judged again)."""
         self.faults: list[InjectedFault] = []
         self._baseline: Baseline = {}
         self._shell: Shell | None = None
@@ -140,11 +144,18 @@ class Episode:
     def verify(self) -> Verdict:
         """Judge the hosts from inspectors started for this verdict (never the agent's
         session, nor any program in the hosts), once the processes the agent killed
-        have finished exiting (verifier.exits)."""
+        have finished exiting (verifier.exits). Final: judged as left, then again
+        once every service restarted through its init script (``fixos.durability``)."""
         started = time.monotonic()
-        verdict = self._judge(patient=True)
+        verdict = durable_verdict(
+            lambda: self._judge(patient=True), self.stack.hosts, self._services(), times=self.verify_times
+        )
         self.timings.verify = time.monotonic() - started
         return verdict
+
+    def _services(self) -> dict[str, list[str]]:
+        """Per host, the services its healthy self ran (the boot waited for each)."""
+        return {spec.name: list(spec.services) for spec in self.scenario.hosts}
 
     def progress(self) -> Verdict:
         """Judge the hosts now without waiting out any check's hold period: the
@@ -220,6 +231,34 @@ def _endpoints(host: LiveHost, workdir: Path | None) -> Endpoints:
     return Endpoints(ssh=host.ssh_command(key), docker_exec=host.exec_command(), key_path=str(key))
 
 
+_LOOKS = (ShellError, StackError, *ENGINE_ERRORS)
+"""what a verdict that could not look at a host raises: the agent's doing unless the engine says otherwise."""
+
+
+def _final_verdict(episode: Episode, client: docker.DockerClient, record: EpisodeRecord) -> Verdict:
+    """The final verdict; when the verifier cannot look at a host the agent left, a 0
+    the agent earned (``host_unjudgeable``), unless the engine itself shows the harness
+    failed (``blame.harness_evidence``), which is raised as the harness's failure."""
+    hosts = [h.handle.container_id for h in episode.stack.hosts.values()]
+    try:
+        return episode.verify()
+    except _LOOKS as exc:
+        if harness_evidence(client, hosts) is not None:
+            raise
+        if not running(client, hosts):
+            failed: BaseException = exc
+        else:  # the host is up: one more look, in case the failure was passing load
+            try:
+                return episode.verify()
+            except _LOOKS as again:
+                if harness_evidence(client, hosts) is not None:
+                    raise
+                failed = again
+    record.failure = unjudgeable(failed)
+    detail = f"the verifier could not look at the host the agent left: {record.failure.detail}"
+    return Verdict(0.0, [CheckResult("the host can be judged", "judgeable", False, False, 1.0, detail)])
+
+
 def run_episode(
     scenario: Scenario,
     seed: int,
@@ -233,7 +272,10 @@ def run_episode(
     on_step: Callable[[Step], None] | None = None,
     pool: HostPool | None = None,
 ) -> tuple[EpisodeRecord, list[Step]]:
-    """Run one episode to its record; harness failures give an ``invalid`` record, not a score."""
+    """Run one episode to its record; harness failures give an ``invalid`` record, not a score.
+    Once the agent has the host, what it does there (its shell killed, bash removed, a fork
+    bomb, a full disk, the host halted) is scored: only the engine's own evidence
+    (``fixos.blame``) makes such an episode invalid."""
     episode_id = episode_id_for(scenario.id, seed, agent_name)
     record = EpisodeRecord(
         run_id=run_id,
@@ -289,12 +331,12 @@ def run_episode(
             agent.solve(task, shell)
         except BudgetExhausted:
             pass
-        except (StackError, ShellError):
+        except StackError:
             raise
-        except Exception as exc:  # the agent's own bug: it is still judged on the host it left
+        except Exception as exc:  # its own bug, or its session lost (a ShellError): judged as left
             record.failure = agent_failure(exc)
         episode.timings.agent = time.monotonic() - started
-        verdict = episode.verify()
+        verdict = _final_verdict(episode, client, record)
         record.status = EpisodeStatus.scored
         record.verdict = verdict
         record.reward = verdict.reward

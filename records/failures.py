@@ -36,6 +36,8 @@ class AtFault(StrEnum):
 
 class FailureKind(StrEnum):
     agent_error = "agent_error"
+    agent_shell_lost = "agent_shell_lost"
+    host_unjudgeable = "host_unjudgeable"
     engine_error = "engine_error"
     boot_failed = "boot_failed"
     healthy_check_failed = "healthy_check_failed"
@@ -58,6 +60,20 @@ class FailureClass:
 FAILURES: dict[FailureKind, FailureClass] = {
     FailureKind.agent_error: FailureClass(
         AtFault.agent, EpisodeStatus.scored, False, "the agent raised; judged on the host it left"
+    ),
+    FailureKind.agent_shell_lost: FailureClass(
+        AtFault.agent,
+        EpisodeStatus.scored,
+        False,
+        "the agent's own session broke (its exit or kill, bash gone, host halted); judged as left",
+    ),
+    FailureKind.host_unjudgeable: FailureClass(
+        # only when the engine answers and the host is still there: evidence the agent
+        # cannot fake that the harness itself is sound (``blame.harness_evidence``)
+        AtFault.agent,
+        EpisodeStatus.scored,
+        False,
+        "the agent left its host unable to be judged (halted, out of processes, no shell): scored 0",
     ),
     FailureKind.engine_error: FailureClass(
         AtFault.harness, EpisodeStatus.invalid, True, "the Docker engine failed or did not answer"
@@ -140,8 +156,17 @@ def harness_failure(exc: BaseException) -> Failure:
 
 
 def agent_failure(exc: BaseException) -> Failure:
-    """The agent's own exception: the episode is still judged on the host it left."""
+    """The agent's own exception: the episode is still judged on the host it left. A
+    ShellError out of the agent's own session is its session's loss (``agent_shell_lost``)."""
+    if isinstance(exc, ShellError):
+        return Failure(kind=FailureKind.agent_shell_lost, detail=f"the agent's session broke: {exc}")
     return Failure(kind=FailureKind.agent_error, detail=f"agent raised {type(exc).__name__}: {exc}")
+
+
+def unjudgeable(exc: BaseException) -> Failure:
+    """The verifier could not look at a host the agent left, while the engine answers
+    and the host is there: the agent's doing, scored (0)."""
+    return Failure(kind=FailureKind.host_unjudgeable, detail=f"{type(exc).__name__}: {exc}")
 
 
 def retry_wanted(failure: Failure | None) -> bool:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import time
 
-from fixos.core.errors import BudgetExhausted
+from fixos.core.errors import BudgetExhausted, ShellError
 from fixos.core.models import CommandResult, Step
 from fixos.shells.base import Shell
+
+SESSION_LOST_EXIT_CODE = -1
+"""a step's exit code when its command broke the session itself (no exit status came back)."""
 
 
 class RecordingShell:
@@ -38,7 +41,22 @@ class RecordingShell:
             raise BudgetExhausted("wall-time budget used up")
         limit = min(timeout or self.command_timeout, self.command_timeout, max(left, 0.1))
         started = time.time()
-        result = self._inner.run(command, timeout=limit)
+        try:
+            result = self._inner.run(command, timeout=limit)
+        except ShellError as exc:
+            # The command that broke the session stays in the transcript, with why.
+            lost = Step(
+                index=len(self.steps),
+                command=command,
+                output=f"[fixos: the session broke: {exc}]",
+                exit_code=SESSION_LOST_EXIT_CODE,
+                duration=time.time() - started,
+                started_at=started,
+            )
+            self.steps.append(lost)
+            if self._on_step is not None:
+                self._on_step(lost)
+            raise
         step = Step(
             index=len(self.steps),
             command=command,

@@ -1,0 +1,155 @@
+"""The final verdict's durability phase (``fixos.durability``): judged as left, every
+service restarted through its init script, judged again; each service's main process
+held for a window. Unit tests on the combining rules; live tests show a repair that
+lasts only until the next restart, and a restart loop fighting a watchdog, earn nothing,
+while the running score (``progress``) skips the restarts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import docker
+import pytest
+
+from fixos.core.models import CheckResult, Verdict
+from fixos.durability import (
+    AFTER_RESTARTS,
+    AS_LEFT,
+    STABLE_CHECK,
+    both_phases,
+    main_processes,
+    restart_services,
+    stability,
+)
+from fixos.episodes import Episode, run_episode
+from fixos.records.models import EpisodeRecord
+from fixos.records.saved import read_lines, write_lines
+from fixos.scenarios.catalog import load_catalog
+from fixos.scenarios.solution import render
+from fixos.stack.hosts import LiveHost
+from fixos.verifier.verify import reward_of
+
+CATALOG = load_catalog()
+
+
+def result(name: str, passed: bool, *, scored: bool = True, detail: str = "") -> CheckResult:
+    return CheckResult(name, "t", passed, scored, 1.0, detail or ("ok" if passed else "bad"))
+
+
+# -- combining the phases ---------------------------------------------------------------------
+
+
+def test_a_check_passes_only_if_it_passes_in_both_phases() -> None:
+    first = Verdict(1.0, [result("a", True), result("b", True), result("c", False, detail="down")])
+    second = Verdict(
+        0.0, [result("a", True), result("b", False, detail="gone"), result("c", False, detail="x")]
+    )
+    verdict = both_phases(first, second)
+    by_name = {c.name: c for c in verdict.checks}
+    assert by_name["a"].passed and by_name["a"].failed_in == ""
+    assert not by_name["b"].passed and by_name["b"].failed_in == AFTER_RESTARTS
+    assert by_name["b"].detail == "after the restarts: gone"
+    assert by_name["c"].failed_in == "both" and by_name["c"].detail == "as left: down; after the restarts: x"
+    assert verdict.reward == pytest.approx(1 / 3, abs=1e-3)
+    assert verdict.phases == {AS_LEFT: first.checks, AFTER_RESTARTS: second.checks}
+
+
+def test_a_gate_failing_after_the_restarts_zeroes_the_reward() -> None:
+    first = Verdict(1.0, [result("a", True), result("gate", True, scored=False)])
+    second = Verdict(0.0, [result("a", True), result("gate", False, scored=False)])
+    assert both_phases(first, second).reward == 0.0
+    stable = stability({"web": {"nginx": "10@5"}}, {"web": {"nginx": "10@5"}}, 1.0)
+    assert both_phases(first, first, [stable]).reward == 1.0
+
+
+def test_stability_wants_the_same_live_main_process_at_both_ends() -> None:
+    same = stability(
+        {"web": {"nginx": "10@5", "ssh": "20@6"}}, {"web": {"nginx": "10@5", "ssh": "20@6"}}, 1.2
+    )
+    assert same.passed and not same.scored and same.name == STABLE_CHECK
+    replaced = stability({"web": {"nginx": "10@5"}}, {"web": {"nginx": "31@90"}}, 1.2)
+    assert not replaced.passed and "pid 10 -> 31" in replaced.detail
+    reused_pid = stability({"web": {"nginx": "10@5"}}, {"web": {"nginx": "10@95"}}, 1.2)
+    assert not reused_pid.passed
+    died = stability({"web": {"nginx": "10@5"}}, {"web": {"nginx": ""}}, 1.2)
+    assert not died.passed and "died" in died.detail
+    never = stability({"web": {"nginx": ""}}, {"web": {"nginx": ""}}, 1.2)
+    assert not never.passed and "not running after the restarts" in never.detail
+    two_hosts = stability({"web": {"nginx": "1@1"}, "db": {"mariadb": ""}}, {"web": {"nginx": "1@1"}}, 1.0)
+    assert "db/mariadb" in two_hosts.detail
+
+
+def test_a_two_phase_verdict_survives_the_journal_and_an_older_line_still_reads(tmp_path: Path) -> None:
+    verdict = both_phases(Verdict(1.0, [result("a", True)]), Verdict(0.0, [result("a", False)]))
+    verdict.restarts["web/nginx"] = "failed: not up"
+    record = EpisodeRecord(
+        run_id="r", episode_id="e", scenario="medium_1", difficulty="medium", seed=1, agent="a",
+        status="scored", reward=verdict.reward, solved=False, steps=0, timings={}, verdict=verdict,
+    )  # fmt: skip
+    path = tmp_path / "episodes.jsonl"
+    write_lines(path, [record])
+    back = read_lines(EpisodeRecord, path)[0]
+    assert back.verdict == verdict and back.verdict.checks[0].failed_in == AFTER_RESTARTS
+    line = json.loads(path.read_text())
+    del line["verdict"]["phases"], line["verdict"]["restarts"], line["verdict"]["checks"][0]["failed_in"]
+    path.write_text(json.dumps(line) + "\n")
+    older = read_lines(EpisodeRecord, path)[0]
+    assert (
+        older.verdict is not None and older.verdict.phases == {} and older.verdict.checks[0].failed_in == ""
+    )
+
+
+# -- live ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.live
+def test_restarts_go_through_the_init_scripts_and_give_new_main_processes(live_host: LiveHost) -> None:
+    services = ["nginx", "mariadb", "php8.2-fpm", "ssh"]
+    before = main_processes(live_host, services)
+    assert all(before.values()), before
+    restarts = restart_services({"web": live_host}, {"web": services})
+    assert all(r.result.ok for r in restarts), [r.line for r in restarts]
+    after = main_processes(live_host, services)
+    assert all(after.values()) and all(after[s] != before[s] for s in services), (before, after)
+    assert live_host.http_get(80, "/status").status == 200
+
+
+@pytest.mark.live
+def test_a_repair_undone_on_disk_earns_nothing_though_it_serves_until_the_restart(
+    client: docker.DockerClient, images: dict[str, str], test_run_id: str
+) -> None:
+    """medium_1: nginx repaired and started, then the broken file put back on disk. The
+    running nginx serves every page and the file is exactly as the fault left it, so
+    everything as left passes; the restart through the init script fails."""
+    scenario = CATALOG["medium_1"]
+    with Episode(scenario, 1, client=client, images=images, run_id=test_run_id) as ep:
+        broken = ep.faults[0].seeded["file"]
+        assert ep.shell.run(f"cp -p {broken} /tmp/.broken").ok
+        assert ep.shell.run(render(scenario.solution, ep.faults), timeout=60).ok
+        assert ep.shell.run(f"cp -p /tmp/.broken {broken} && rm /tmp/.broken").ok
+        assert ep.progress().reward == 1.0  # the running score skips the restarts
+        verdict = ep.verify()
+    assert reward_of(verdict.phases[AS_LEFT]) == 1.0
+    assert verdict.reward == 0.0
+    failed = {c.name: c.failed_in for c in verdict.checks if not c.passed}
+    assert failed.get("nginx is running") == AFTER_RESTARTS, failed
+    assert verdict.restarts["web/nginx"].startswith("failed"), verdict.restarts
+
+
+@pytest.mark.live
+@pytest.mark.parametrize(
+    ("scenario", "agent"),
+    [("medium_1", "adversary:private_config"), ("medium_6", "adversary:restart_loop")],
+)
+def test_a_repair_by_hand_or_by_loop_is_scored_low(
+    client: docker.DockerClient, images: dict[str, str], test_run_id: str, scenario: str, agent: str
+) -> None:
+    record, _ = run_episode(CATALOG[scenario], 1, agent, client=client, images=images, run_id=test_run_id)
+    assert record.scored, record.failure
+    assert record.reward is not None and record.reward <= 0.2, record.verdict
+    assert record.verdict is not None
+    failed = {c.name for c in record.verdict.checks if not c.passed}
+    if agent.endswith("restart_loop"):
+        # the loop keeps nginx answering; what gives it away is its main process changing
+        assert STABLE_CHECK in failed, record.verdict.checks
