@@ -128,11 +128,13 @@ def scenarios_table(scenarios: Sequence[Scenario]) -> Table:
 
 def verdict_table(record: EpisodeRecord) -> Table:
     table = Table(title=f"{record.episode_id}: reward {record.reward}")
-    for col in ("check", "scored", "passed", "detail"):
+    for col in ("check", "scored", "passed", "failed in", "detail"):
         table.add_column(col)
     for c in record.verdict.checks if record.verdict else []:
         mark = "[green]yes[/]" if c.passed else "[red]no[/]"
-        table.add_row(escape(c.name), "yes" if c.scored else "gate", mark, escape(c.detail))
+        # which phase of the final verdict failed it (fixos.durability): as left, after the restarts
+        failed_in = c.failed_in.replace("_", " ")
+        table.add_row(escape(c.name), "yes" if c.scored else "gate", mark, failed_in, escape(c.detail))
     return table
 
 
