@@ -21,11 +21,13 @@ from fixos.core.errors import InvalidEpisode
 from fixos.core.models import CommandResult, InjectedFault
 from fixos.exporter.pids import located
 from fixos.injector.edit import parse_spawn, spawn_command
+from fixos.inspection import inspected
 from fixos.phases import break_hosts, check_entries, fault_entries
 from fixos.scenarios.schema import Scenario
 from fixos.scenarios.solution import render
 from fixos.shells.base import Shell
 from fixos.stack.hosts import Stack
+from fixos.stack.images import ensure_image
 from fixos.verifier import CheckEntry
 
 FIRST_PINNED_PID = 1000
@@ -105,8 +107,10 @@ def capture(
     )
     try:
         stack.up()
-        # One session, as in an episode: the checks look through it directly, the faults
-        # go in through the recorder around it, so only their commands are kept.
+        # As in an episode: the checks look from inspectors (with SYS_PTRACE, as the
+        # exported container has), the faults go in through the recorder around one
+        # session in the host, so only their commands are kept.
+        inspector = images.get("inspector") or ensure_image(client, "inspector", lambda line: None)
         with stack.hosts[host].shell() as shell:
             recorder = CaptureShell(shell)
             broken = break_hosts(
@@ -115,6 +119,7 @@ def capture(
                 seed,
                 {host: shell},
                 {host: stack.hosts[host]},
+                vantage=lambda patient: inspected(client, stack.hosts, inspector, patient=patient),
                 inject_through={host: recorder},
                 on_injected=recorder.stop,
             )

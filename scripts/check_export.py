@@ -40,7 +40,7 @@ def main() -> int:
     client = connect()
     pip_options = pip_build_options()  # this machine's index settings; FIXOS_PIP_OPTIONS overrides
     scenarios = select(load_catalog(), args.scenarios)
-    images = {"server": ensure_image(client, "server", console.print)}
+    images = {name: ensure_image(client, name, console.print) for name in ("server", "inspector")}
     base = ensure_base(client, console.print)
     run_id = f"export-check-{secrets.token_hex(3)}"
     out = args.out or Path(tempfile.mkdtemp(prefix="fixos-harbor-"))
