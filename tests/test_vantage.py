@@ -27,6 +27,7 @@ from fixos.verifier import (
     backend,  # not its testinfra_host: pytest would collect the name
     judge,
 )
+from fixos.verifier.integrity import ServicesOfficial
 from fixos.verifier.service import ServiceRunning
 
 pytestmark = pytest.mark.live
@@ -107,3 +108,19 @@ def test_a_host_that_kills_its_inspector_scores_zero_not_invalid(client, images,
     final = failing_disturbed(verdict, checks, disturbed)
     assert final.reward == 0.0
     assert all(not c.passed and c.detail.startswith(KILLED) for c in final.checks), final.checks
+
+
+def test_daemons_judged_from_an_inspector_with_their_config_tests_run_in_the_host(client, images, web):
+    check = ServicesOfficial(ServicesOfficial.Params())
+    with web.shell() as inside, inspected(client, {"web": web}, images["inspector"], patient=True) as looking:
+        probe = looking.probes["web"]
+        assert not inside.run("readlink /proc/$(cat /run/mysqld/mysqld.pid)/exe").ok  # root inside: no ptrace
+        baseline = check.refine(probe, check.snapshot(probe))
+        assert baseline["healthy"]["mariadbd"]["exe"] == "/usr/sbin/mariadbd"  # the inspector reads it
+        healthy = check.evaluate(probe, baseline)
+        # the inspector has no nginx: a pass means the tests ran in the host
+        assert healthy.passed, healthy.detail
+        assert not looking.shells["web"].run("command -v nginx php-fpm8.2 mariadbd").ok
+        inside.run("echo 'bogus;' >> /etc/nginx/nginx.conf")
+        broken = check.evaluate(probe, baseline)
+    assert not broken.passed and 'unknown directive "bogus"' in broken.detail, broken.detail
