@@ -128,7 +128,8 @@ class Restart:
     def line(self) -> str:
         out = self.result.output.strip().splitlines()
         said = out[-1][:160] if out else f"exit {self.result.exit_code}"
-        return said if self.result.ok else f"failed: {said}"
+        took = f" in {self.result.duration:.2f}s"
+        return said + took if self.result.ok else f"failed{took}: {said}"
 
 
 def restart_services(hosts: Mapping[str, LiveHost], services: Mapping[str, Sequence[str]]) -> list[Restart]:
