@@ -13,11 +13,13 @@ from docker.errors import DockerException, NotFound
 
 from fixos.agents import Task
 from fixos.blame import harness_evidence
+from fixos.core.errors import ShellError
 from fixos.episodes import run_episode
-from fixos.records.failures import FAILURES, AtFault, EpisodeStatus, FailureKind
+from fixos.records.failures import FAILURES, AtFault, EpisodeStatus, FailureKind, agent_failure
 from fixos.scenarios.catalog import load_catalog
 from fixos.shells.base import Shell
-from fixos.shells.recording import SESSION_LOST_EXIT_CODE
+from fixos.shells.fake import FakeShell
+from fixos.shells.recording import SESSION_LOST_EXIT_CODE, RecordingShell
 from fixos.stack.hosts import LABEL_RUN
 
 CATALOG = load_catalog()
@@ -139,3 +141,25 @@ def test_the_agents_kinds_are_scored_and_the_harness_kinds_are_not() -> None:
         assert FAILURES[kind].status is EpisodeStatus.scored and not FAILURES[kind].retried
     for kind in (FailureKind.engine_error, FailureKind.boot_failed, FailureKind.fault_unconfirmed):
         assert FAILURES[kind].status is EpisodeStatus.invalid
+
+
+def test_the_transcript_keeps_the_command_that_broke_the_session() -> None:
+    def handler(command: str) -> str:
+        if command == "exit":
+            raise ShellError("cannot open a shell on container abc: bash not found")
+        return "ok"
+
+    seen: list[str] = []
+    shell = RecordingShell(
+        FakeShell(handler),
+        max_steps=5,
+        wall_seconds=60,
+        command_timeout=5,
+        on_step=lambda s: seen.append(s.command),
+    )
+    shell.run("mv /usr/bin/bash /tmp/")
+    with pytest.raises(ShellError):
+        shell.run("exit")
+    assert [s.command for s in shell.steps] == ["mv /usr/bin/bash /tmp/", "exit"] == seen
+    assert shell.steps[-1].exit_code == SESSION_LOST_EXIT_CODE and "bash not found" in shell.steps[-1].output
+    assert agent_failure(ShellError("x")).kind is FailureKind.agent_shell_lost
