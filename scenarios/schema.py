@@ -36,6 +36,8 @@ class HostSpec(_Strict):
     log_disk_mb: int = Field(default=48, ge=8, le=1024)
     """size of /var/log, a filesystem of its own (tmpfs, counted in the memory cap)."""
     log_disk_inodes: int = Field(default=4096, ge=256, le=1_000_000)
+    disk_mb: int = Field(default=2048, ge=256, le=65536)
+    """bound on the host's writable filesystem (its container's writable layer)."""
 
 
 class _TypedEntry(_Strict):
