@@ -29,6 +29,7 @@ from fixos.scenarios.schema import HostSpec
 from fixos.shells.base import Shell
 from fixos.shells.exec import ExecShell
 from fixos.shells.ssh import SshShell, new_key, public_line
+from fixos.stack.disk_guard import DiskWatch, bounds_of, disk_mode, host_storage_opt, host_ulimits
 from fixos.stack.programs import run_program
 
 LABEL_RUN = "fixos.run"
@@ -217,6 +218,7 @@ class Stack:
         self._containers: list[Any] = []
         self._boot_shells: dict[str, Shell] = {}
         self._network: Any = None
+        self.disk_watch: DiskWatch | None = None
         self._key = new_key()
         self.hosts: dict[str, LiveHost] = {}
 
@@ -227,12 +229,16 @@ class Stack:
             )
             for spec in self._specs:
                 self.hosts[spec.name] = self._start(spec)
+            if disk_mode(self._client, self._images[self._specs[0].image], self._labels) == "watch":
+                bounds = bounds_of(self._containers, [s.disk_mb for s in self._specs])
+                self.disk_watch = DiskWatch(self._client, bounds).start()
         except DockerException as exc:
             raise StackError(f"cannot start the hosts of {self.episode_id}: {exc}") from None
         for spec in self._specs:
             self._wait_ready(spec)
 
     def _start(self, spec: HostSpec) -> LiveHost:
+        disk = disk_mode(self._client, self._images[spec.image], self._labels)
         container = self._client.containers.run(
             self._images[spec.image],
             detach=True,
@@ -245,6 +251,8 @@ class Stack:
             memswap_limit=f"{spec.memory_mb}m",
             nano_cpus=int(spec.cpus * 1e9),
             pids_limit=spec.pids,
+            storage_opt=host_storage_opt(disk, spec.disk_mb),
+            ulimits=host_ulimits(disk, spec.disk_mb),
             tmpfs={"/var/log": f"size={spec.log_disk_mb}m,nr_inodes={spec.log_disk_inodes},mode=0755"},
             # No SYS_PTRACE: with it root here could write into the verifier's inspector
             # (/proc/PID/mem), which joins this PID namespace. The cost: `ss -p`, `lsof`
@@ -315,6 +323,8 @@ class Stack:
 
     def down(self) -> None:
         """Remove everything this stack created; safe to call twice."""
+        if self.disk_watch is not None:
+            self.disk_watch.stop()
         for shell in self.take_shells().values():
             with contextlib.suppress(Exception):
                 shell.close()
