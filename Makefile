@@ -4,7 +4,7 @@ VENV  := .venv
 BIN   := $(VENV)/bin
 ARGS  ?=
 
-.PHONY: bench test perf lint format setup engine venv images clean
+.PHONY: bench test perf soak lint format setup engine venv images clean
 
 bench: setup
 	$(BIN)/fixos bench $(ARGS)
@@ -14,6 +14,11 @@ test: setup
 
 perf: setup
 	$(BIN)/python scripts/perf.py $(ARGS)
+
+# 10 minutes of hostile agents (fork bomb, disk filler, output flood, kill -9 -1,
+# bash removed, memory hog) and oracle episodes at -j 4; reports what they left.
+soak: setup
+	$(BIN)/python scripts/soak.py $(ARGS)
 
 lint: venv
 	$(BIN)/ruff check .
