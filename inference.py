@@ -22,19 +22,20 @@ import os
 import sys
 import urllib.request
 
-from fixos.agents.llm import OUTPUT_CAP, SYSTEM_PROMPT, LlmAgent, LlmError, command_of
+from fixos.agents.llm import (
+    NO_COMMAND,
+    NO_COMMAND_FEEDBACK,
+    OUTPUT_CAP,
+    SYSTEM_PROMPT,
+    LlmAgent,
+    LlmError,
+    read_reply,
+    step_line,
+)
 from fixos.server import FixOSAction, FixOSEnv
 from fixos.server.models import DONE_COMMAND
 
 DEFAULT_URL = "http://127.0.0.1:8000"
-
-
-def _flat(text: str) -> str:
-    return json.dumps(text)
-
-
-def _null(value: object) -> str:
-    return "null" if value is None else str(value)
 
 
 def run_task(env, model: LlmAgent, task_id: str, seed: int) -> float:
@@ -48,34 +49,41 @@ def run_task(env, model: LlmAgent, task_id: str, seed: int) -> float:
     ]
     rewards: list[float] = []
     steps = 0
-    while not result.done:
-        error = None
+    turns = 0  # replies read, commands or not: a model that never sends one still ends
+    budget = obs.remaining_steps
+    while not result.done and turns < budget:
+        turns += 1
         try:
             reply, _ = model._chat(messages)
-            command = command_of(reply)
         except LlmError as exc:
-            reply, command, error = "", None, str(exc)
-        result = env.step(FixOSAction(command=command or DONE_COMMAND))
+            result = env.step(FixOSAction(command=DONE_COMMAND))
+            reward = result.reward or 0.0
+            rewards.append(reward)
+            print(step_line(steps + 1, "DONE", None, done=True, reward=reward, error=str(exc)), flush=True)
+            obs = result.observation
+            break
+        said = read_reply(reply)
+        messages.append({"role": "assistant", "content": reply})
+        if said.command is None and not said.done:  # a step that says so; the host is not touched
+            last = rewards[-1] if rewards else 0.0
+            print(step_line(steps + 1, None, None, done=False, reward=last, error=NO_COMMAND), flush=True)
+            messages.append({"role": "user", "content": NO_COMMAND_FEEDBACK})
+            continue
+        result = env.step(FixOSAction(command=DONE_COMMAND if said.done else said.command))
         obs = result.observation
         reward = result.reward or 0.0
         rewards.append(reward)
-        if command is None:
-            print(
-                f'[STEP] step={steps + 1} action="DONE" exit=null reward={reward:.2f} done=true '
-                f"error={_flat(error) if error else 'null'}",
-                flush=True,
-            )
+        if said.done:
+            print(step_line(steps + 1, "DONE", None, done=True, reward=reward), flush=True)
             break
         steps += 1
-        print(
-            f"[STEP] step={steps} action={_flat(command)} exit={_null(obs.exit_code)} reward={reward:.2f} "
-            f"done={str(result.done).lower()} error=null",
-            flush=True,
-        )
-        messages.append({"role": "assistant", "content": reply})
+        print(step_line(steps, said.command, obs.exit_code, done=result.done, reward=reward), flush=True)
         messages.append(
             {"role": "user", "content": f"exit code {obs.exit_code}\n{obs.command_output[-OUTPUT_CAP:]}"}
         )
+    if not result.done:  # the replies ran out of turns: end the episode for its final score
+        result = env.step(FixOSAction(command=DONE_COMMAND))
+        obs = result.observation
     score = obs.task_score
     print(
         f"[END] success={str(obs.is_success_step).lower()} steps={steps} score={score:.2f} "

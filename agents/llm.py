@@ -7,7 +7,7 @@ fed back (capped); ``DONE`` ends the episode. It prints one machine-parsable lin
 per event::
 
     [START] task=easy_1 env=fixos model=gpt-4o-mini
-    [STEP] step=1 action="service nginx status" exit=3 reward=null done=false error=null
+    [STEP] step=1 action="service nginx status" exit=3 reward=0.00 done=false error=null
     [END] success=true steps=2 score=1.00 rewards=1.00
 
 and saves the whole conversation with token counts to ``llm_trajectory.jsonl``.
@@ -18,15 +18,18 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from typing import Any
 
 from fixos.agents.base import Task
 from fixos.core.errors import FixOSError
 from fixos.core.models import Verdict
 from fixos.shells.base import Shell
+from fixos.shells.stopping import check_stop, stop_event
 
 SYSTEM_PROMPT = """You are an experienced site reliability engineer, logged in as root on a \
 broken Debian server (sysvinit: use `service NAME start|stop|status`). Work like a careful \
@@ -60,15 +63,97 @@ def _flat(text: str) -> str:
     return json.dumps(text)
 
 
-def command_of(reply: str) -> str | None:
-    """The shell command in a reply, or None when the model says it is done."""
-    block = re.search(r"```(?:bash|sh|shell)?\s*\n(.*?)```", reply, re.DOTALL)
-    if block:
-        return block.group(1).strip() or None
+_FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n?(.*?)```", re.DOTALL)
+_INLINE = re.compile(r"^\s*(?:\$\s*)?`([^`\n]+)`\s*$", re.MULTILINE)
+_DECORATION = "\"'`*_~.!,;:()[]<> \t"
+_SENTENCE_THEN_DONE = re.compile(r"[.!?:;\n]\W*\bDONE\b\W*$", re.IGNORECASE)
+NO_COMMAND = "no shell command in the reply"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a model's reply asks for: a command to run, the end (DONE), or neither."""
+
+    command: str | None = None
+    done: bool = False
+
+
+def _is_done(text: str) -> bool:
+    """DONE alone, however decorated: quoted, bold, in backticks, with punctuation."""
+    return text.strip().strip(_DECORATION).upper() == "DONE"
+
+
+def read_reply(reply: str) -> Reply:
+    """The command in a model's reply, or that it is done, or neither (then it is told so).
+
+    A fenced block wins over prose, whatever its language tag; a block holding only
+    DONE is the end. Without a block: DONE alone on a line, or closing the reply after
+    a sentence ("Fixed. DONE"), is the end; an inline `command` on its own line is a
+    command; a bare one-line reply is taken as the command itself (models often send
+    just that); prose over several lines is neither.
+    """
     text = reply.strip()
-    if not text or text.upper().rstrip(".!") == "DONE":
-        return None
-    return text.splitlines()[0].strip().strip("`") or None
+    for _lang, body in _FENCE.findall(text):
+        body = body.strip()
+        if not body:
+            continue
+        if _is_done(body):
+            return Reply(done=True)
+        lines = [line for line in body.splitlines() if line.strip()]
+        if lines and _is_done(lines[-1]):  # the command, then DONE in the same block
+            body = "\n".join(lines[:-1])
+        return Reply(command=body.removeprefix("$ ").strip() or None, done=not body.strip())
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return Reply()
+    if any(_is_done(line) for line in lines) or _SENTENCE_THEN_DONE.search(text):
+        return Reply(done=True)
+    inline = _INLINE.search(text)
+    if inline:
+        return Reply(command=inline.group(1).strip())
+    if len(lines) == 1:
+        command = lines[0].strip().removeprefix("$ ").strip("`").strip()
+        return Reply(command=command or None)
+    prompted = [line.strip()[2:] for line in lines if line.strip().startswith("$ ")]
+    if prompted:
+        return Reply(command=prompted[0].strip())
+    return Reply()
+
+
+def command_of(reply: str) -> str | None:
+    """The shell command in a reply, or None (done, or no command: see ``read_reply``)."""
+    return read_reply(reply).command
+
+
+def _content(message: dict[str, Any]) -> str:
+    """A message's text: a string, or (some servers) a list of parts with text."""
+    content = message.get("content") or ""
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return str(content)
+
+
+NO_COMMAND_FEEDBACK = (
+    f"[fixos: {NO_COMMAND}. Reply with one command in a ```bash block, or DONE alone when fixed.]"
+)
+
+
+def step_line(
+    step: int,
+    action: str | None,
+    exit_code: int | None,
+    *,
+    done: bool,
+    reward: float = 0.0,
+    error: str | None = None,
+) -> str:
+    """One ``[STEP]`` line; reward is always a number (the verifier's running score where known,
+    else 0.00) so the usual log parsers read every line."""
+    return (
+        f"[STEP] step={step} action={'null' if action is None else _flat(action)} "
+        f"exit={'null' if exit_code is None else exit_code} reward={reward:.2f} "
+        f"done={str(done).lower()} error={'null' if error is None else _flat(error)}"
+    )
 
 
 class LlmAgent:
@@ -95,14 +180,37 @@ class LlmAgent:
         )
         for attempt in range(RETRIES + 1):
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as resp:
-                    data = json.load(resp)
-                return data["choices"][0]["message"]["content"] or "", data.get("usage") or {}
-            except (urllib.error.URLError, OSError, KeyError, IndexError, ValueError) as exc:
+                data = self._post(request)
+                return _content(data["choices"][0]["message"]), data.get("usage") or {}
+            except (urllib.error.URLError, OSError, KeyError, IndexError, TypeError, ValueError) as exc:
                 if attempt == RETRIES:
                     raise LlmError(f"chat endpoint {self.base} failed: {exc}") from None
                 time.sleep(1.0 * (attempt + 1))
         raise AssertionError("unreachable")
+
+    def _post(self, request: urllib.request.Request) -> Any:
+        """The endpoint's JSON answer; a harness that is stopping does not wait for it."""
+        stop = stop_event()
+        if stop is None:
+            with urllib.request.urlopen(request, timeout=self.timeout) as resp:
+                return json.load(resp)
+        answer: list[Any] = []
+
+        def fetch() -> None:
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout) as resp:
+                    answer.append(json.load(resp))
+            except Exception as exc:  # handed to the waiting thread
+                answer.append(exc)
+
+        helper = threading.Thread(target=fetch, name="llm-request", daemon=True)
+        helper.start()
+        while helper.is_alive():
+            helper.join(0.2)
+            check_stop()
+        if isinstance(answer[0], Exception):
+            raise answer[0]
+        return answer[0]
 
     def _record(self, entry: dict[str, Any]) -> None:
         if self._log is not None:
@@ -120,36 +228,37 @@ class LlmAgent:
         ]
         try:
             for step in range(1, task.max_steps + 1):
+                check_stop()
                 reply, usage = self._chat(messages)
                 self.tokens["prompt"] += int(usage.get("prompt_tokens", 0))
                 self.tokens["completion"] += int(usage.get("completion_tokens", 0))
-                command = command_of(reply)
-                entry: dict[str, Any] = {"step": step, "reply": reply, "usage": usage, "command": command}
-                if command is None:
-                    print(
-                        f'[STEP] step={step} action="DONE" exit=null reward=null done=true error=null',
-                        flush=True,
-                    )
+                said = read_reply(reply)
+                entry: dict[str, Any] = {
+                    "step": step,
+                    "reply": reply,
+                    "usage": usage,
+                    "command": said.command,
+                }
+                messages.append({"role": "assistant", "content": reply})
+                if said.done:
+                    print(step_line(step, "DONE", None, done=True), flush=True)
                     self._record(entry)
                     return
-                result = shell.run(command)
+                if said.command is None:  # a step that says so, and the model is told
+                    entry.update(error=NO_COMMAND)
+                    self._record(entry)
+                    print(step_line(step, None, None, done=False, error=NO_COMMAND), flush=True)
+                    messages.append({"role": "user", "content": NO_COMMAND_FEEDBACK})
+                    continue
+                result = shell.run(said.command)
                 self.steps = step
                 output = result.output[-OUTPUT_CAP:]
                 entry.update(output=result.output, exit_code=result.exit_code, duration=result.duration)
                 self._record(entry)
-                print(
-                    f"[STEP] step={step} action={_flat(command)} exit={result.exit_code} "
-                    "reward=null done=false error=null",
-                    flush=True,
-                )
-                messages.append({"role": "assistant", "content": reply})
+                print(step_line(step, said.command, result.exit_code, done=False), flush=True)
                 messages.append({"role": "user", "content": f"exit code {result.exit_code}\n{output}"})
         except LlmError as exc:
-            print(
-                f"[STEP] step={self.steps + 1} action=null exit=null reward=null done=true "
-                f"error={_flat(str(exc))}",
-                flush=True,
-            )
+            print(step_line(self.steps + 1, None, None, done=True, error=str(exc)), flush=True)
             raise
 
     def finish(self, verdict: Verdict) -> None:

@@ -101,7 +101,7 @@ def test_llm_agent_against_a_local_chat_endpoint(client, images, test_run_id, tm
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[")]
     assert lines[0] == "[START] task=easy_1 env=fixos model=scripted-model"
     assert re.fullmatch(
-        r'\[STEP\] step=1 action="service nginx status" exit=3 reward=null done=false error=null', lines[1]
+        r'\[STEP\] step=1 action="service nginx status" exit=3 reward=0.00 done=false error=null', lines[1]
     )
     assert lines[2].startswith('[STEP] step=2 action="service nginx start" exit=0')
     assert lines[3].startswith('[STEP] step=3 action="DONE"') and "done=true" in lines[3]
