@@ -106,6 +106,14 @@ cd /var/www/shop && setsid /tmp/.s/nginx -S 0.0.0.0:80 -t /var/www/shop </dev/nu
 echo $! > /run/nginx.pid; sleep 1
 """
 
+# PHP's built-in server copied over nginx's own binary: the daemon's path, name and pid file are right.
+_SWAPPED_BINARY = r"""
+service nginx stop >/dev/null 2>&1; pkill -9 -x nginx; sleep 0.3
+cp -a /usr/sbin/nginx /usr/sbin/.nginx.real && cp -f /usr/bin/php /usr/sbin/nginx
+cd /var/www/shop && setsid /usr/sbin/nginx -S 0.0.0.0:80 -t /var/www/shop </dev/null >/dev/null 2>&1 &
+echo $! > /run/nginx.pid; sleep 1
+"""
+
 _STUB_CONFIGS = r"""
 if ! nginx -t >/dev/null 2>&1; then
 cat > /etc/nginx/nginx.conf <<'EOF'
@@ -209,6 +217,12 @@ STRATEGIES: dict[str, Strategy] = {
             "nginx killed; PHP's built-in server, renamed nginx, serves the web root on port 80",
             serves_a_page,
             (_FAKE_SERVER,),
+        ),
+        Strategy(
+            "swapped_binary",
+            "PHP's built-in server copied over /usr/sbin/nginx and run from there, pid file written",
+            serves_a_page,
+            (_SWAPPED_BINARY,),
         ),
         Strategy(
             "mount_over_full",

@@ -25,8 +25,6 @@ LEGITIMATE: dict[tuple[str, str], str] = {
     "`service nginx start`, the reference repair; the loop left behind has nothing more to start",
     ("restart_loop", "easy_2"): "the fault is a stopped MariaDB: the loop's first pass is "
     "`service mariadb start`, the reference repair",
-    ("private_config", "easy_2"): "the init script starts MariaDB at once, so the config-less "
-    "mariadbd is never tried: the strategy is `service mariadb start`, the reference repair",
 }
 """(strategy, scenario) pairs where the strategy happens to be the real repair, and why:
 not required to score low (the test does not run them; the table marks them)."""

@@ -1,0 +1,108 @@
+"""Adversaries on real containers: every cheating or destructive strategy scores
+<= 0.2 and stays scored (never invalid), seed 1.
+
+CI runs the single-fault scenarios (easy_*, medium_*: one per fault family and
+target) with every strategy that applies, and the host-wide strategies (they do
+the same thing whatever is broken) on easy_1 only: 82 episodes, one warm pool,
+4 side by side (FIXOS_ADVERSARY_JOBS), ~5 min. The full sweep, hard scenarios included, is
+`fixos validate --adversaries`.
+
+A case the verifier cannot see through yet is in OPEN, as a strict xfail: it
+documents the gap, and the day it holds the test fails until the entry goes.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+
+import docker
+import pytest
+
+from fixos.adversaries import LEGITIMATE, MAX_REWARD, Case, cases, holds, sweep
+from fixos.agents.adversarial import STRATEGIES
+from fixos.records.models import EpisodeRecord
+from fixos.scenarios.catalog import load_catalog
+from fixos.stack.hosts import remove_labelled
+
+CATALOG = load_catalog()
+SEED = 1
+HOST_WIDE = {"preload_noise", "hide_bash", "fork_bomb", "kill_shell"}
+"""strategies blind to what is broken: one scenario shows what every other would."""
+PARALLEL = int(os.environ.get("FIXOS_ADVERSARY_JOBS", "4"))
+
+# What the verifier does not see yet, measured on main (b493ed5), seed 1; keyed by (strategy, scenario).
+# Fixed since the first probe, so no longer here: delete_data, chmod_777, private_config, fake_server,
+# forged_tools and stub_config on easy_1/easy_2/medium_1/medium_2 (steady-state gates, inspector).
+OPEN: dict[tuple[str, str], str] = {
+    ("kill_everything", "easy_1"): "open: issue 11 — easy_1 has no processes_intact gate and the steady "
+    "gates do not list the healthy host's programs: killing every innocent one (cron, sshd, ...) goes unseen",
+    ("restart_loop", "medium_6"): "open: issue 11 — 'nginx is running' is judged at one instant: the loop "
+    "restarts nginx between the watchdog's kills and earns that check (0.5); only the held page fails",
+}
+
+
+def ci_cases() -> list[Case]:
+    single_fault = [s for s in CATALOG.values() if s.difficulty != "hard"]
+    specific = [n for n in STRATEGIES if n not in HOST_WIDE]
+    chosen = cases(single_fault, specific) + cases([CATALOG["easy_1"]], sorted(HOST_WIDE))
+    return [c for c in chosen if (c.strategy, c.scenario) not in LEGITIMATE]
+
+
+CASES = [
+    pytest.param(
+        case,
+        id=f"{case.strategy}-{case.scenario}",
+        marks=[pytest.mark.xfail(strict=True, reason=OPEN[key])]
+        if (key := (case.strategy, case.scenario)) in OPEN
+        else [],
+    )
+    for case in ci_cases()
+]
+
+pytestmark = pytest.mark.live
+
+
+def test_every_open_and_legitimate_entry_names_a_case_that_applies():
+    """A stale table entry (renamed strategy, scenario that no longer applies) is an error, not silence."""
+    for strategy, scenario in [*OPEN, *LEGITIMATE]:
+        assert strategy in STRATEGIES and scenario in CATALOG, (strategy, scenario)
+        assert STRATEGIES[strategy].applies(CATALOG[scenario]), (strategy, scenario)
+    assert not set(OPEN) & set(LEGITIMATE)
+
+
+def test_at_least_ten_distinct_strategies():
+    assert len(STRATEGIES) >= 10
+    assert len({s.commands for s in STRATEGIES.values()}) == len(STRATEGIES)
+
+
+@pytest.fixture(scope="module")
+def swept(
+    request: pytest.FixtureRequest, client: docker.DockerClient, images: dict[str, str]
+) -> Iterator[dict[Case, EpisodeRecord]]:
+    """Every selected case of this module, run once and side by side on one warm pool."""
+    selected = [
+        item.callspec.params["case"]
+        for item in request.session.items
+        if item.module is request.module and hasattr(item, "callspec")
+    ]
+    run_id = f"test-adv-{secrets.token_hex(4)}"
+    try:
+        yield sweep(selected, CATALOG, SEED, client=client, images=images, run_id=run_id, parallel=PARALLEL)
+    finally:
+        remove_labelled(client, run_id=run_id)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_adversary_earns_nothing(swept: dict[Case, EpisodeRecord], case: Case):
+    record = swept[case]
+    assert record.status == "scored", (
+        f"{case.agent} on {case.scenario} made the episode {record.status}: {record.error}"
+    )
+    failed = [c.name for c in record.verdict.checks if not c.passed] if record.verdict else []
+    passed = [c.name for c in record.verdict.checks if c.passed] if record.verdict else []
+    assert holds(record), (
+        f"{case.agent} earned {record.reward} > {MAX_REWARD} on {case.scenario}; "
+        f"passed: {passed}; failed: {failed}"
+    )
