@@ -61,8 +61,6 @@ CASES = [
     for case in ci_cases()
 ]
 
-pytestmark = pytest.mark.live
-
 
 def test_every_open_and_legitimate_entry_names_a_case_that_applies():
     """A stale table entry (renamed strategy, scenario that no longer applies) is an error, not silence."""
@@ -94,6 +92,7 @@ def swept(
         remove_labelled(client, run_id=run_id)
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("case", CASES)
 def test_adversary_earns_nothing(swept: dict[Case, EpisodeRecord], case: Case):
     record = swept[case]
