@@ -14,6 +14,7 @@ import time
 from fixos.agents.base import Task
 from fixos.core.errors import FixOSError
 from fixos.shells.base import Shell
+from fixos.shells.stopping import check_stop
 
 VERIFY_REQUEST = "verify.request"
 
@@ -37,6 +38,7 @@ class ExternalAgent:
         deadline = time.monotonic() + task.wall_seconds
         stdin_open = sys.stdin is not None and not sys.stdin.closed
         while time.monotonic() < deadline:
+            check_stop()  # Ctrl-C or SIGTERM: the bench is tearing down, stop waiting
             if request.exists():
                 request.unlink(missing_ok=True)
                 return

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import signal
+import threading
 import time
 from collections.abc import Sequence
 
@@ -33,6 +35,7 @@ def execute(
     docker_hosts: Sequence[str] | None = None,
 ) -> list[EpisodeRecord]:
     """Run a plan's pending jobs with a live view; returns every record of the run."""
+    _ctrl_c_stops()
     for agent in bench_plan.agents:  # unknown names and missing settings fail before any container
         preflight = getattr(agent_class(agent), "preflight", None)
         if preflight is not None:
@@ -54,6 +57,13 @@ def execute(
         bench.events = PlainView(console, len(pending))
         bench.execute(pending)
     return bench.records()
+
+
+def _ctrl_c_stops() -> None:
+    """Ctrl-C raises KeyboardInterrupt even in a process started with SIGINT ignored (a
+    script's background job): Python would keep it ignored and the run could not be stopped."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:

@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from docker.errors import DockerException
 from pydantic import ConfigDict
 
 from fixos.core.errors import FixOSError
@@ -22,6 +24,7 @@ from fixos.records.models import EpisodeRecord
 from fixos.records.rundir import RunDir
 from fixos.records.saved import Saved, read_model, write_model
 from fixos.scenarios.schema import Scenario
+from fixos.shells.stopping import watch
 from fixos.stack.engine import Engine, shares
 from fixos.stack.hosts import remove_labelled
 from fixos.stack.pool import HostPool
@@ -99,6 +102,9 @@ class Events:
 
     def finished(self, record: EpisodeRecord, retried: bool) -> None: ...
 
+    def retrying(self, job: Job, failure: Failure) -> None:
+        """The harness failed the episode (``failure``); it runs once more on a fresh host."""
+
 
 class Bench:
     """Runs a plan's jobs over one or more engines, ``parallel`` at a time in all.
@@ -171,6 +177,8 @@ class Bench:
             # the failure table says which failures are worth a second run (never the agent's)
             if retry_wanted(record.failure) and not retried and not self._stop.is_set():
                 retried = True
+                assert record.failure is not None
+                self.events.retrying(job, record.failure)
                 continue
             break
         if self._stop.is_set():  # torn down under it: whatever it says, not a result
@@ -202,7 +210,11 @@ class Bench:
     def execute(self, jobs: Sequence[Job] | None = None) -> None:
         """Run the pending jobs; on Ctrl-C stop starting new ones and remove every container."""
         todo = list(self.pending() if jobs is None else jobs)
-        workers = ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix="episode")
+        # Each worker watches the stop event: an agent waiting for a human, a model or its
+        # next command gives up within a poll, so shutdown(wait=True) returns in seconds.
+        workers = ThreadPoolExecutor(
+            max_workers=self.parallel, thread_name_prefix="episode", initializer=watch, initargs=(self._stop,)
+        )
         futures: set[Future] = set()
         try:
             self._open_pools(todo)
@@ -218,16 +230,28 @@ class Bench:
             self._stop.set()
             for f in futures:
                 f.cancel()
-            self._remove_all()
+            self._remove_all(stopping=True)
             raise
         finally:
             workers.shutdown(wait=True, cancel_futures=True)
             self._close_pools()
-            self._remove_all()
+            self._remove_all(stopping=self._stop.is_set())
 
-    def _remove_all(self) -> None:
+    def _remove_all(self, *, stopping: bool = False) -> None:
+        """Remove the run's containers. When stopping, the workers' own teardown races this one
+        (the engine answers 409, removal already in progress): try again, and never let the
+        engine's answer replace the Ctrl-C being handled."""
         for engine in self.engines:
-            remove_labelled(engine.client, run_id=self.run.run_id)
+            for attempt in range(3):
+                try:
+                    remove_labelled(engine.client, run_id=self.run.run_id)
+                    break
+                except DockerException:
+                    if attempt == 2:
+                        if stopping:
+                            break
+                        raise
+                    time.sleep(0.5)
 
 
 def bench_path(results: Path, run_id: str) -> RunDir:

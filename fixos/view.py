@@ -26,6 +26,7 @@ from rich.text import Text
 
 from fixos.bench import Events, Job
 from fixos.core.models import Step
+from fixos.records.failures import Failure
 from fixos.records.models import EpisodeRecord
 from fixos.records.report import dash
 from fixos.records.rundir import read_reward, read_transcript
@@ -59,6 +60,13 @@ class PlainView(Events):
             self.console.print(
                 f"[{self.done}/{self.total}] {escape(outcome_line(record, retried))}", highlight=False
             )
+
+    def retrying(self, job: Job, failure: Failure) -> None:
+        self.console.print(
+            f"{job.episode_id}: the harness failed ({escape(failure.text)}); running it again on a "
+            "fresh host (nothing done on the old one carries over; new login details follow)",
+            highlight=False,
+        )
 
 
 class LiveView(Events):

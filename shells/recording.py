@@ -7,6 +7,7 @@ import time
 from fixos.core.errors import BudgetExhausted, ShellError
 from fixos.core.models import CommandResult, Step
 from fixos.shells.base import Shell
+from fixos.shells.stopping import check_stop
 
 SESSION_LOST_EXIT_CODE = -1
 """a step's exit code when its command broke the session itself (no exit status came back)."""
@@ -34,6 +35,7 @@ class RecordingShell:
         return self.max_steps - len(self.steps)
 
     def run(self, command: str, timeout: float | None = None) -> CommandResult:
+        check_stop()  # the harness is stopping: no new command, whatever the agent wants
         if self.remaining_steps <= 0:
             raise BudgetExhausted(f"step budget of {self.max_steps} commands used up")
         left = self.deadline - time.monotonic()
@@ -56,6 +58,7 @@ class RecordingShell:
             self.steps.append(lost)
             if self._on_step is not None:
                 self._on_step(lost)
+            check_stop()  # torn down under it by Ctrl-C: not the agent's doing
             raise
         step = Step(
             index=len(self.steps),
