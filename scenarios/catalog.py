@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fixos.core.errors import FixOSError
+from fixos.core.errors import FixOSError, ScenarioError
 from fixos.injector import FAULTS
 from fixos.scenarios.schema import SCENARIO_DIR, Scenario, load_scenario
 from fixos.verifier import CHECKS
@@ -13,8 +13,16 @@ DIFFICULTIES = ("easy", "medium", "hard")
 
 
 def load_catalog(directory: Path = SCENARIO_DIR) -> dict[str, Scenario]:
+    """Every ``*.yaml`` in ``directory``; a directory that is missing or holds none is an error,
+    never an empty catalog (a mistyped --scenario-dir would otherwise look like no scenarios)."""
+    if not directory.is_dir():
+        problem = "does not exist" if not directory.exists() else "is not a directory"
+        raise ScenarioError(str(directory), "--scenario-dir", problem)
+    paths = sorted(directory.glob("*.yaml"))
+    if not paths:
+        raise ScenarioError(str(directory), "--scenario-dir", "holds no scenario files (*.yaml)")
     scenarios: dict[str, Scenario] = {}
-    for path in sorted(directory.glob("*.yaml")):
+    for path in paths:
         scenario = load_scenario(path, faults=FAULTS, checks=CHECKS)
         scenarios[scenario.id] = scenario
     return dict(sorted(scenarios.items(), key=lambda kv: (DIFFICULTIES.index(kv[1].difficulty), kv[0])))

@@ -10,10 +10,10 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from fixos.core.errors import ScenarioError, UnknownTypeError
+from fixos.scenarios.reading import FileProblem, read_yaml, shown
 from fixos.scenarios.steady import STEADY_PREFIX, steady_entries
 
 # The shipped scenarios are package data beside this module; FIXOS_SCENARIO_DIR
@@ -55,7 +55,8 @@ class _TypedEntry(_Strict):
     def _type_known(cls, v: str, info: ValidationInfo) -> str:
         registry = (info.context or {}).get(cls._registry)
         if registry is not None and v not in registry:
-            raise ValueError(str(UnknownTypeError(registry.kind, v, registry.names())))
+            name = v if len(v) <= 50 else f"{v[:47]}..."  # pydantic quotes the whole value after this
+            raise ValueError(str(UnknownTypeError(registry.kind, name, registry.names())))
         return v
 
     @field_validator("params")
@@ -117,7 +118,8 @@ def _field_path(loc: tuple[Any, ...]) -> str:
         if isinstance(part, int):
             path += f"[{part}]"
         else:
-            path += f".{part}" if path else str(part)
+            part = str(part) if len(str(part)) <= 50 else f"{str(part)[:47]}..."  # a key may be 1 MB
+            path += f".{part}" if path else part
     return path
 
 
@@ -126,7 +128,7 @@ def _first_error(exc: ValidationError) -> tuple[str, str]:
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
     message = err["msg"].removeprefix("Value error, ")
     if err["type"] not in ("missing", "extra_forbidden") and "input" in err:
-        message += f" (got {err['input']!r})"
+        message += f" (got {shown(err['input'])})"
     if err["type"] == "extra_forbidden":
         message = "unknown field"
     more = len(exc.errors()) - 1
@@ -140,16 +142,19 @@ def _check_references(scenario: Scenario) -> tuple[str, str] | None:
     for kind, specs in (("faults", scenario.faults), ("checks", scenario.checks)):
         for i, spec in enumerate(specs):
             if spec.host is not None and spec.host not in names:
-                return f"{kind}[{i}].host", f"no host named {spec.host!r} (hosts: {sorted(names)})"
+                return (
+                    f"{kind}[{i}].host",
+                    f"no host named {shown(spec.host)} (hosts: {shown(sorted(names))})",
+                )
     seen: set[str] = set()
     for i, check in enumerate(scenario.checks):
         if check.name.startswith(STEADY_PREFIX):
             return f"checks[{i}].name", (
-                f"{check.name!r}: names starting {STEADY_PREFIX!r} belong to the inherited steady "
+                f"{shown(check.name)}: names starting {STEADY_PREFIX!r} belong to the inherited steady "
                 "state, which a scenario may add to but never replace"
             )
         if check.name in seen:
-            return f"checks[{i}].name", f"duplicate check name {check.name!r}"
+            return f"checks[{i}].name", f"duplicate check name {shown(check.name)}"
         seen.add(check.name)
     if not any(c.scored for c in scenario.checks):
         return "checks", "at least one check must be scored"
@@ -170,7 +175,7 @@ def _inherit_steady_state(scenario: Scenario, path: str, checks: Any) -> Scenari
 
 def parse_scenario(data: Any, path: str, *, faults: Any, checks: Any) -> Scenario:
     if not isinstance(data, dict):
-        raise ScenarioError(path, "", "expected a mapping at the top level")
+        raise ScenarioError(path, "top level", f"expected a mapping (got {type(data).__name__})")
     try:
         scenario = Scenario.model_validate(data, context={"faults": faults, "checks": checks})
     except ValidationError as exc:
@@ -181,18 +186,16 @@ def parse_scenario(data: Any, path: str, *, faults: Any, checks: Any) -> Scenari
     scenario = _inherit_steady_state(scenario, path, checks)
     stem = Path(path).stem
     if path.endswith((".yaml", ".yml")) and stem != scenario.id:
-        raise ScenarioError(path, "id", f"must match the file name {stem!r} (got {scenario.id!r})")
+        raise ScenarioError(path, "id", f"must match the file name {shown(stem)} (got {shown(scenario.id)})")
     return scenario
 
 
 def load_scenario(path: Path, *, faults: Any, checks: Any) -> Scenario:
+    """The scenario in ``path``, or a one-line ScenarioError naming the file and where in it."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = read_yaml(path)
     except OSError as exc:
-        raise ScenarioError(str(path), "", f"cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ScenarioError(str(path), where, f"invalid YAML: {problem}") from None
+        raise ScenarioError(str(path), "file", f"cannot read: {exc.strerror or exc}") from None
+    except FileProblem as exc:
+        raise ScenarioError(str(path), exc.where, exc.problem) from None
     return parse_scenario(data, str(path), faults=faults, checks=checks)
