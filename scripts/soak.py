@@ -14,10 +14,12 @@ import argparse
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 HOSTILE = [
@@ -57,6 +59,17 @@ def engine_errors(since: int) -> list[str]:
         log.seek(since)
         lines = log.read().decode(errors="replace").splitlines()
     return [line for line in lines if "level=error" in line or "level=fatal" in line]
+
+
+def error_kinds(lines: list[str]) -> Counter[str]:
+    """Error lines by message, ids and numbers blanked (the log is the whole engine's:
+    other users' runs write there too)."""
+    kinds: Counter[str] = Counter()
+    for line in lines:
+        fields = dict(re.findall(r'(msg|error)="((?:[^"\\]|\\.)*)"', line))
+        message = ": ".join(v for v in (fields.get("msg"), fields.get("error")) if v) or line
+        kinds[re.sub(r"[0-9a-f]{12,}|\d+", "N", message)[:140]] += 1
+    return kinds
 
 
 def leftovers(run_ids: list[str]) -> list[str]:
@@ -129,9 +142,9 @@ def main() -> int:
     print(f"leftovers          {len(left)}   (target 0) {' '.join(left[:10])}")
     print(f"free disk          {gb(disk0)} -> {gb(disk1)} ({(disk1 - disk0) / 2**20:+.0f} MiB)")
     print(f"free memory        {gb(memory0)} -> {gb(memory1)} ({(memory1 - memory0) / 2**20:+.0f} MiB)")
-    print(f"engine errors      {len(errors)} lines in {ENGINE_LOG}")
-    for line in errors[:5]:
-        print(f"  {line[:200]}")
+    print(f"engine errors      {len(errors)} lines in {ENGINE_LOG} (all its users', this run's time)")
+    for kind, count in error_kinds(errors).most_common(8):
+        print(f"  {count:5} x {kind}")
     print(f"oracle rewards     {oracle}   (target all 1.0)")
     ok = not invalid and not left and oracle and all(r == 1.0 for r in oracle)
     return 0 if ok else 1

@@ -40,8 +40,9 @@ _modes_lock = threading.Lock()
 def disk_mode(client: docker.DockerClient, image: str, labels: dict[str, str]) -> str:
     """``quota`` when the engine bounds a container's writable layer, else ``watch``.
 
-    Asked of the engine once per process: create (never start) a container with
-    ``--storage-opt size=``, which an engine without quota support refuses. The
+    Asked of the engine once per process: overlay2 needs xfs (engine info); else
+    create (never start) a container with ``--storage-opt size=``, which an
+    engine without quota support refuses. The
     probe carries the stack's labels, so a sweep removes it if we die meanwhile.
     """
     key = client.api.base_url
@@ -49,7 +50,12 @@ def disk_mode(client: docker.DockerClient, image: str, labels: dict[str, str]) -
         if key in _modes:
             return _modes[key]
         mode = "watch"
+        info = client.info()
+        backing = dict(info.get("DriverStatus") or []).get("Backing Filesystem", "")
         try:
+            if info.get("Driver") == "overlay2" and backing != "xfs":
+                # no probe (its refusal would be an error line in the engine's log)
+                raise APIError(f"overlay2 on {backing or 'a filesystem'} other than xfs")
             probe = client.api.create_container(
                 image,
                 command=["true"],
