@@ -13,6 +13,7 @@ exit code of a session that ended.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
 import threading
@@ -42,6 +43,12 @@ CLEAN_ENV = {
 _TAIL = 4096
 _GRACE = 3.0
 """seconds to wait for the shell to come back after its command was killed."""
+_SIDE_PATIENCE = 5.0
+"""seconds to keep retrying a side command: under PID exhaustion most forks fail, a few get through."""
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 class _Capture:
@@ -146,7 +153,8 @@ class BashSession:
         except Exception as exc:  # transport errors, translated at the boundary
             raise ShellError(f"cannot open a shell on {self.where}: {exc}") from exc
         self._open_stream = True
-        prelude = f"mkdir -p {STATE_DIR}; unset HISTFILE; builtin echo $$"
+        # No fork once the state directory exists: a host short of PIDs still gets a session.
+        prelude = f"[ -d {STATE_DIR} ] || mkdir -p {STATE_DIR}; unset HISTFILE; builtin echo $$"
         if restore:
             prelude = (
                 f"[ -r {self._state}.env ] && . {self._state}.env 2>/dev/null; "
@@ -154,9 +162,11 @@ class BashSession:
                 f'cd -- "$__fixos_d" 2>/dev/null; unset __fixos_d; }}; ' + prelude
             )
         result = self._exchange(prelude, timeout=15.0, may_kill=False)
-        if result is None or not result[0].strip().isdigit():
-            raise ShellError(f"shell on {self.where} did not start")
-        self._pgid = int(result[0].strip())
+        said = result[0].strip().splitlines() if result is not None else []
+        if not said or not said[-1].isdigit():
+            heard = " ".join(" ".join(said).split())[:120]
+            raise ShellError(f"shell on {self.where} did not start ({heard or 'no answer'})")
+        self._pgid = int(said[-1])
 
     def close(self) -> None:
         if self._open_stream:
@@ -173,7 +183,24 @@ class BashSession:
 
     def run(self, command: str, timeout: float | None = None) -> CommandResult:
         with self._turn:
-            return self._run(command, timeout)
+            try:
+                return self._run(command, timeout)
+            except Exception as exc:
+                # The contract's boundary: a session that failed mid-command (its command
+                # could not be killed, its transport broke) is lost; a transport's own
+                # error (paramiko, docker-py, OSError) becomes a ShellError, never escapes.
+                self._abandon()
+                if isinstance(exc, ShellError):
+                    raise
+                raise ShellError(
+                    f"shell on {self.where} lost: {type(exc).__name__}: {_one_line(exc)}"
+                ) from exc
+
+    def _abandon(self) -> None:
+        """Forget a session whose transport failed mid-command; later runs say it is closed."""
+        self._open_stream = False
+        with contextlib.suppress(Exception):
+            self._stop()
 
     def _run(self, command: str, timeout: float | None) -> CommandResult:
         if not self._open_stream:
@@ -233,7 +260,7 @@ class BashSession:
                     # The shell ignores kills of its children (a builtin loop):
                     # replace the whole session.
                     self._kill_session()
-                    self._open(restore=True)
+                    self._reopen_patiently()
                     text, truncated = capture.text()
                     return text, TIMEOUT_EXIT_CODE, True, truncated
                 timed_out = True
@@ -247,12 +274,48 @@ class BashSession:
             if chunk:
                 capture.feed(chunk)
 
+    def _side_patiently(self, script: str) -> None:
+        """``_side``, retried while the host cannot fork (a fork bomb fills its PID limit)."""
+        deadline = time.monotonic() + _SIDE_PATIENCE
+        pause = 0.05
+        while True:
+            try:
+                self._side(script)
+                return
+            except Exception as exc:
+                if time.monotonic() + pause > deadline:
+                    raise ShellError(
+                        f"cannot run a command beside the shell on {self.where}: {_one_line(exc)}"
+                    ) from exc
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
+
+    def _reopen_patiently(self) -> None:
+        """A new session after a kill: the host may still be reaping what was killed."""
+        deadline = time.monotonic() + _SIDE_PATIENCE
+        while True:
+            try:
+                self._open(restore=True)
+                return
+            except ShellError:
+                self.close()
+                if time.monotonic() + 1.0 > deadline:
+                    raise
+            time.sleep(1.0)
+
     def _kill_children(self) -> None:
         """Kill everything in the session's process group except the shell itself."""
-        self._side(f"pgrep -g {self._pgid} | grep -vx {self._pgid} | xargs -r kill -KILL 2>/dev/null; true")
+        self._side_patiently(
+            f"pgrep -g {self._pgid} | grep -vx {self._pgid} | xargs -r kill -KILL 2>/dev/null; true"
+        )
 
     def _kill_session(self) -> None:
+        # One process, kill a builtin: it gets through when a fork bomb leaves few PIDs.
+        # Again until the group is empty: a bomb forks while the first kill goes round.
         try:
-            self._side(f"kill -KILL -- -{self._pgid} 2>/dev/null; true")
+            self._side_patiently(
+                f"n=0; while kill -KILL -- -{self._pgid} 2>/dev/null && [ $n -lt 1000 ]; "
+                "do n=$((n+1)); done; true"
+            )
         finally:
             self.close()
