@@ -7,7 +7,7 @@ import argparse
 from rich.console import Console
 from rich.markup import escape
 
-from fixos.cli.common import engines
+from fixos.cli.common import engines, sweep, sweep_if_engine
 from fixos.scenarios.catalog import load_catalog
 from fixos.stack.engine import connect
 from fixos.stack.hosts import remove_labelled
@@ -23,11 +23,17 @@ def cmd_setup(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_list(args: argparse.Namespace, console: Console) -> int:
-    console.print(scenarios_table(list(load_catalog(args.scenario_dir).values())))
+    catalog = load_catalog(args.scenario_dir)
+    sweep_if_engine(console)
+    console.print(scenarios_table(list(catalog.values())))
     return 0
 
 
 def cmd_clean(args: argparse.Namespace, console: Console) -> int:
-    removed = sum(remove_labelled(connect(url), run_id=args.run) for url in args.docker_host or [None])
+    removed = 0
+    for url in args.docker_host or [None]:
+        client = connect(url)
+        sweep(client, console)
+        removed += remove_labelled(client, run_id=args.run)
     console.print(f"removed {removed} container(s) and their networks", highlight=False)
     return 0

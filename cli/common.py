@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import docker
+from docker.errors import DockerException
 from rich.console import Console
 from rich.markup import escape
 
 from fixos.bench import parse_shard
+from fixos.core.errors import EngineError, FixOSError
 from fixos.scenarios.schema import Scenario
 from fixos.stack.engine import Engine, connect
 from fixos.stack.hosts import sweep_dead_runs
@@ -19,21 +23,75 @@ from fixos.stack.images import ensure_image, replicate
 DEFAULT_RESULTS = Path("results")
 
 
-def parse_seeds(text: str) -> list[int]:
-    """``3``, ``1-5`` or ``1,4,9``."""
-    seeds: list[int] = []
-    try:
-        for part in text.split(","):
-            lo, _, hi = part.partition("-")
-            seeds += list(range(int(lo), int(hi or lo) + 1))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"seeds must look like 3, 1-5 or 1,4,9 (got {text!r})") from None
-    return seeds
+MAX_EPISODES = 1000
+"""episodes one command runs at most unless --max-episodes says more (a full bench is ~100)."""
+_SEED_PART = re.compile(r"^(\d{1,18})(?:-(\d{1,18}))?$")
+
+
+@dataclass(frozen=True)
+class Seeds:
+    """Seeds as given (``3``, ``1-5``, ``1,4,9``): disjoint ascending ranges, counted without
+    being listed, so ``1-100000000`` is refused by the episode cap instead of filling memory."""
+
+    ranges: tuple[range, ...]
+
+    def __len__(self) -> int:
+        return sum(len(r) for r in self.ranges)
+
+    def __iter__(self) -> Iterator[int]:
+        for r in self.ranges:
+            yield from r
+
+    def within(self, per_seed: int, cap: int, what: str = "episodes") -> list[int]:
+        """The seeds as a list, unless ``per_seed`` x their count exceeds ``cap``."""
+        total = per_seed * len(self)
+        if total > cap:
+            raise UsageError(
+                f"{len(self)} seed(s) make {total} {what}, over the cap of {cap}; "
+                "ask for fewer or raise it with --max-episodes"
+            )
+        return list(self)
+
+
+class UsageError(FixOSError):
+    """A command line that asks for something impossible or unbounded."""
+
+
+def parse_seeds(text: str) -> Seeds:
+    """``3``, ``1-5`` or ``1,4,9``; an empty or reversed range is an error, repeats count once."""
+    spans: list[tuple[int, int]] = []
+    for part in text.split(","):
+        match = _SEED_PART.match(part.strip())
+        if not match:
+            raise argparse.ArgumentTypeError(
+                f"seeds must look like 3, 1-5 or 1,4,9 (got {text[:50]!r}{'...' if len(text) > 50 else ''})"
+            )
+        lo, hi = int(match[1]), int(match[2] or match[1])
+        if hi < lo:
+            raise argparse.ArgumentTypeError(f"seed range {part.strip()} is reversed (write {hi}-{lo})")
+        spans.append((lo, hi))
+    merged: list[list[int]] = []
+    for lo, hi in sorted(spans):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return Seeds(tuple(range(lo, hi + 1) for lo, hi in merged))
+
+
+def max_episodes_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-episodes",
+        type=positive,
+        default=MAX_EPISODES,
+        metavar="N",
+        help=f"refuse to run more episodes than this (default: {MAX_EPISODES})",
+    )
 
 
 def positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1 (got {text!r})")
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1 (got {text[:50]!r})")
     return int(text)
 
 
@@ -56,10 +114,30 @@ def docker_host_option(parser: argparse.ArgumentParser) -> None:
 
 def engine(console: Console, url: str | None = None) -> docker.DockerClient:
     client = connect(url)
+    sweep(client, console)
+    return client
+
+
+def sweep(client: docker.DockerClient, console: Console) -> None:
     swept = sweep_dead_runs(client)
     if swept:
-        console.print(f"removed leftovers of dead run(s): {', '.join(swept)}")
-    return client
+        console.print(f"removed leftovers of dead run(s): {', '.join(swept)}", highlight=False)
+
+
+def sweep_if_engine(console: Console, urls: Sequence[str] | None = None) -> None:
+    """The sweep for commands that need no engine (list, show, verify): done when one
+    answers within a few seconds, silently skipped when none does."""
+    for url in urls or [None]:
+        try:
+            client = connect(url, timeout=5)
+        except EngineError:
+            continue
+        try:
+            sweep(client, console)
+        except DockerException:
+            pass  # best effort: the command itself needs no engine
+        finally:
+            client.close()
 
 
 def engines(urls: Sequence[str] | None, scenarios: Sequence[Scenario], console: Console) -> list[Engine]:

@@ -14,7 +14,7 @@ from rich.markup import escape
 from fixos.agents import agent_class
 from fixos.agents.external import VERIFY_REQUEST
 from fixos.bench import Bench, Plan, bench_path
-from fixos.cli.common import engines
+from fixos.cli.common import engines, sweep_if_engine
 from fixos.core.errors import FixOSError
 from fixos.episodes import new_run_id
 from fixos.records.models import EpisodeRecord
@@ -101,10 +101,13 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
         bench_plan = Plan.load(run)
     else:
         scenarios = select(catalog, args.scenarios)
+        agents = args.agent or ["baseline"]
+        shards = args.shard[1] if args.shard else 1
+        per_seed = -(-len(scenarios) * len(agents) // shards)  # this shard's share, rounded up
         bench_plan = Plan(
             scenarios=[s.id for s in scenarios],
-            seeds=args.seeds,
-            agents=args.agent or ["baseline"],
+            seeds=args.seeds.within(per_seed, args.max_episodes),
+            agents=agents,
             transport=args.transport,
             shard=args.shard,
         )
@@ -132,6 +135,7 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_verify(args: argparse.Namespace, console: Console) -> int:
+    sweep_if_engine(console)
     run_dir = args.results / args.run
     if not run_dir.is_dir():
         raise FixOSError(f"no run {args.run!r} under {args.results}/")
@@ -141,6 +145,7 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_show(args: argparse.Namespace, console: Console) -> int:
+    sweep_if_engine(console)
     directory = args.results / args.episode
     if not directory.is_dir():
         raise FixOSError(f"no episode {args.episode!r} under {args.results}/ (give RUN_ID/EPISODE)")

@@ -4,17 +4,27 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
+from docker.errors import DockerException
 from rich.console import Console
-from rich.markup import escape
 
 from fixos.bench import default_parallelism
 from fixos.cli.catalog import cmd_clean, cmd_list, cmd_setup
-from fixos.cli.common import DEFAULT_RESULTS, docker_host_option, parse_seeds, positive, shard
+from fixos.cli.common import (
+    DEFAULT_RESULTS,
+    UsageError,
+    docker_host_option,
+    max_episodes_option,
+    parse_seeds,
+    positive,
+    shard,
+)
 from fixos.cli.episodes import cmd_bench, cmd_play, cmd_run, cmd_show, cmd_verify
 from fixos.cli.serving import cmd_export, cmd_serve
 from fixos.cli.validate import cmd_validate
@@ -24,11 +34,22 @@ from fixos.scenarios.schema import SCENARIO_DIR
 
 __all__ = ["COMMANDS", "build_parser", "main", "parse_seeds"]
 
+ERROR_EXIT = 2
+"""a bad command line, a bad scenario file, no engine: anything but a score."""
+LONGEST_ERROR = 1000
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad command line raises (main prints one line, exit 2) instead of
+    printing the usage and exiting from inside parse_args."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("fixos").strip()
+        raise UsageError(f"{command + ': ' if command else ''}{message} (see {self.prog} --help)")
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="fixos", description="Benchmark agents that repair real broken servers."
-    )
+    parser = _Parser(prog="fixos", description="Benchmark agents that repair real broken servers.")
     parser.add_argument(
         "--scenario-dir",
         type=Path,
@@ -64,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="run scenarios x seeds x agents and print a table")
     bench.add_argument("--scenarios", nargs="*", help="ids or difficulties (default: all)")
-    bench.add_argument("--seeds", type=parse_seeds, default=[1], help="e.g. 1-3 (default: 1)")
+    bench.add_argument("--seeds", type=parse_seeds, default="1", help="e.g. 1-3 (default: 1)")
+    max_episodes_option(bench)
     bench.add_argument("--agent", action="append", help="repeatable (default: baseline)")
     bench.add_argument(
         "-j",
@@ -85,7 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
         "validate", help="prove scenarios sound: oracle 1.0, nop 0.0, partial in between"
     )
     validate.add_argument("scenarios", nargs="*", help="ids or difficulties (default: all)")
-    validate.add_argument("--seeds", type=parse_seeds, default=[1, 2, 3], help="default: 1-3")
+    validate.add_argument("--seeds", type=parse_seeds, default="1-3", help="default: 1-3")
+    max_episodes_option(validate)
     validate.add_argument(
         "--adversaries", action="store_true", help="also run every cheating strategy: each must score <= 0.2"
     )
@@ -94,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("out", type=Path, help="output directory (one task directory per scenario x seed)")
     export.add_argument("--format", choices=["harbor"], default="harbor")
     export.add_argument("--scenarios", nargs="*", help="ids or difficulties (default: all)")
-    export.add_argument("--seeds", type=parse_seeds, default=[1], help="e.g. 1-3 (default: 1)")
+    export.add_argument("--seeds", type=parse_seeds, default="1", help="e.g. 1-3 (default: 1)")
+    max_episodes_option(export)
 
     clean = sub.add_parser("clean", help="remove every container and network FixOS left behind")
     clean.add_argument("--run", help="only this run id")
@@ -140,18 +164,35 @@ def _terminate(signum: int, frame: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None, console: Console | None = None) -> int:
+    """Run one command. Its own exit code stands (a low score is not an error); an error, from the
+    command line or the command, is one line ``fixos: ...`` on stderr and exit 2, never a traceback."""
     console = console or make_console()  # off a terminal (CI logs), lines are not cut at 80 columns
     errors = make_console(stderr=True, soft_wrap=True)
-    args = build_parser().parse_args(argv)
-    signal.signal(signal.SIGTERM, _terminate)
     try:
+        args = build_parser().parse_args(argv)
+        signal.signal(signal.SIGTERM, _terminate)
         return COMMANDS[args.command](args, console)
-    except FixOSError as exc:
-        errors.print(f"[red]{type(exc).__name__}[/red]: {escape(str(exc))}", highlight=False)
-        return 1
     except KeyboardInterrupt:
         errors.print("interrupted; containers of this run removed")
         return 130
+    except FixOSError as exc:
+        return _error(errors, str(exc))
+    except DockerException as exc:
+        return _error(errors, f"the Docker engine refused: {exc}")
+    except OSError as exc:
+        return _error(errors, f"{exc.filename or 'system'}: {exc.strerror or exc}")
+    except Exception as exc:  # a bug: still one line, with the way to see where
+        if os.environ.get("FIXOS_TRACEBACK"):
+            raise
+        return _error(errors, f"unexpected {type(exc).__name__}: {exc} (FIXOS_TRACEBACK=1 shows where)")
+
+
+def _error(errors: Console, message: str) -> int:
+    line = " ".join(message.split())
+    if len(line) > LONGEST_ERROR:
+        line = f"{line[: LONGEST_ERROR - 3]}..."
+    errors.print(f"fixos: {line}", markup=False, highlight=False)
+    return ERROR_EXIT
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
     from fixos.exporter import export_harbor
 
     scenarios = select(load_catalog(args.scenario_dir), args.scenarios)
+    seeds = args.seeds.within(len(scenarios), args.max_episodes, "tasks")
     client = engine(console)
     tags = images(client, scenarios, console)
     run_id = new_run_id()
@@ -25,7 +26,7 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
     try:
         tasks = export_harbor(
             scenarios,
-            args.seeds,
+            seeds,
             args.out,
             client=client,
             images=tags,

@@ -21,17 +21,19 @@ from fixos.view import validation_table
 
 def cmd_validate(args: argparse.Namespace, console: Console) -> int:
     scenarios = select(load_catalog(args.scenario_dir), args.scenarios)
+    per_seed = sum(len(agents_for(s)) for s in scenarios)
+    seeds = args.seeds.within(per_seed, args.max_episodes)
     client = engine(console)
     tags = images(client, scenarios, console)
     run_id = new_run_id()
     started = time.monotonic()
     rows: list[Validation] = []
-    planned = [s.hosts for s in scenarios for _ in args.seeds for _ in agents_for(s)]
+    planned = [s.hosts for s in scenarios for _ in seeds for _ in agents_for(s)]
     # One warm spare: the next episode's host boots while this one runs.
     pool = HostPool(client, tags, run_id=run_id, size=1, planned=planned)
     try:
         for scenario in scenarios:
-            for seed in args.seeds:
+            for seed in seeds:
                 row = validate(scenario, seed, client=client, images=tags, run_id=run_id, pool=pool)
                 rows.append(row)
                 failed = [f"{a}: {r.error or r.reward}" for a, r in row.records.items() if not meets(a, r)]
@@ -44,7 +46,7 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
         if args.adversaries:  # each strategy x scenario it applies to must score <= 0.2
             adversaries, held = validate_adversaries(
                 scenarios,
-                args.seeds,
+                seeds,
                 client=client,
                 images=tags,
                 run_id=run_id,

@@ -2,29 +2,41 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import docker
 from docker.errors import DockerException
+from requests import RequestException
 
 from fixos.core.errors import EngineError
 
 
-def connect(base_url: str | None = None) -> docker.DockerClient:
+def connect(base_url: str | None = None, *, timeout: int = 120) -> docker.DockerClient:
     """A client for ``base_url`` (or DOCKER_HOST / the local socket) that has answered a ping."""
     try:
         if base_url:
-            client = docker.DockerClient(base_url=base_url, version="auto", timeout=120)
+            client = docker.DockerClient(base_url=base_url, version="auto", timeout=timeout)
         else:
-            client = docker.from_env(version="auto", timeout=120)
+            client = docker.from_env(version="auto", timeout=timeout)
         client.ping()
-    except DockerException as exc:
-        where = base_url or "the local Docker socket"
+    except (DockerException, RequestException, OSError, ValueError) as exc:
+        detail = " ".join(str(exc).split())
+        detail = detail if len(detail) <= 160 else f"{detail[:157]}..."
         raise EngineError(
-            f"no Docker engine answers at {where} ({exc.__class__.__name__}); "
+            f"no Docker engine answers at {engine_named(base_url)} ({type(exc).__name__}: {detail}); "
             "run `make setup` (installs and starts one when root on Debian) or start Docker"
         ) from None
     return client
+
+
+def engine_named(base_url: str | None) -> str:
+    """Which engine was tried, as the user said it: the option, DOCKER_HOST, or the default socket."""
+    if base_url:
+        return f"--docker-host {base_url}"
+    if os.environ.get("DOCKER_HOST"):
+        return f"DOCKER_HOST={os.environ['DOCKER_HOST']}"
+    return "the local Docker socket (unix:///var/run/docker.sock; set DOCKER_HOST for another)"
 
 
 @dataclass

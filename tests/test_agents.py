@@ -117,9 +117,9 @@ def test_llm_agent_says_what_is_missing(monkeypatch, capsys):
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(LlmError, match="API_BASE_URL, MODEL_NAME, HF_TOKEN or OPENAI_API_KEY"):
         LlmAgent.preflight()
-    assert main(["run", "easy_1", "--agent", "llm"]) == 1
+    assert main(["run", "easy_1", "--agent", "llm"]) == 2
     err = capsys.readouterr().err
-    assert "LlmError" in err and "MODEL_NAME" in err
+    assert err.startswith("fixos: ") and "MODEL_NAME" in err
 
 
 def test_command_of_reads_blocks_and_done():
@@ -175,7 +175,7 @@ def test_custom_agent_by_import_path_and_show(images, tmp_path):
 
 
 def test_unknown_custom_agent_is_a_clear_error(capsys):
-    assert main(["run", "easy_1", "--agent", "no_such_module:Agent"]) == 1
+    assert main(["run", "easy_1", "--agent", "no_such_module:Agent"]) == 2
     assert "unknown agent 'no_such_module:Agent'" in capsys.readouterr().err
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import textwrap
+import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ from fixos.cli.main import main
 from fixos.core.errors import FixOSError, ScenarioError
 from fixos.injector import FAULTS
 from fixos.scenarios.catalog import load_catalog, select
+from fixos.scenarios.reading import MAX_BYTES
 from fixos.scenarios.schema import load_scenario
 from fixos.verifier import CHECKS
 
@@ -111,7 +114,7 @@ def test_cli_reports_bad_file_in_one_line(tmp_path, capsys):
     write(tmp_path, GOOD.replace("service: nginx}", "service: ngnix}", 1))
     code = main(["--scenario-dir", str(tmp_path), "list"])
     err = capsys.readouterr().err.strip()
-    assert code == 1
+    assert code == 2
     assert len(err.splitlines()) == 1, err
     assert "broken.yaml: faults[0].params.service" in err
 
@@ -122,3 +125,85 @@ def test_select_by_id_and_difficulty():
     assert all(s.difficulty == "easy" for s in select(catalog, ["easy"]))
     with pytest.raises(FixOSError, match="no scenario 'nope'"):
         select(catalog, ["nope"])
+
+
+def billion_laughs(levels: int = 9) -> str:
+    """1 KB of YAML that expands to 10**levels strings."""
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, levels + 1)]
+    return "\n".join([*lines, f"id: *a{levels}", ""])
+
+
+def test_billion_laughs_is_refused_fast_and_small(tmp_path):
+    path = write(tmp_path, GOOD + billion_laughs())
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        with pytest.raises(ScenarioError, match=r"broken\.yaml: line \d+: invalid YAML: more than \d+ nodes"):
+            load(path)
+        took = time.perf_counter() - started
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert took < 1.0 and peak < 100 * 2**20, (took, peak)
+
+
+def test_aliases_that_stay_small_still_load(tmp_path):
+    assert load(write(tmp_path, GOOD + "tags: [&t shop, *t, *t]\n")).tags == ["shop"] * 3
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("id: &a [*a]\n", "refers to a node containing it"),
+        ("id: " + "[" * 5000 + "]" * 5000 + "\n", "nested more than"),
+        ("id: !!int seven\n", "YAML: invalid value"),
+        ("id: 2001-13-01\n", "YAML: invalid value"),
+        ("id: easy\x00\n", "line 1: invalid YAML"),
+    ],
+)
+def test_hostile_yaml_is_one_line_naming_the_file(tmp_path, text, words):
+    with pytest.raises(ScenarioError, match=r"broken\.yaml") as caught:
+        load(write(tmp_path, text))
+    assert words in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_non_utf8_file_is_one_line_naming_file_and_line(tmp_path, capsys):
+    (tmp_path / "broken.yaml").write_bytes(GOOD.encode() + b"tags: [caf\xe9]\n")
+    assert main(["--scenario-dir", str(tmp_path), "list"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"fixos: {tmp_path / 'broken.yaml'}: line 14: not UTF-8 text (byte 0xe9)"
+
+
+def test_a_file_over_the_size_cap_is_refused_unparsed(tmp_path):
+    path = write(tmp_path, GOOD + "# " + "x" * MAX_BYTES + "\n")
+    started = time.perf_counter()
+    with pytest.raises(ScenarioError, match=r"broken\.yaml: size: larger than 1 MiB"):
+        load(path)
+    assert time.perf_counter() - started < 0.5
+
+
+@pytest.mark.parametrize("field", ["title", "id", "hosts[0].name", "checks[0].host", "checks[0].type"])
+def test_a_huge_bad_value_is_shortened_in_the_message(tmp_path, field):
+    huge = "Q" * 1_000_000
+    text = {
+        "title": GOOD.replace("title: a test scenario", f"title: [{huge}]"),
+        "id": GOOD.replace("id: broken", f"id: {huge}"),
+        "hosts[0].name": GOOD.replace("{name: web}", f"{{name: {huge}}}"),
+        "checks[0].host": GOOD.replace("type: service_running", f"type: service_running\n    host: {huge}"),
+        "checks[0].type": GOOD.replace("type: service_running", f"type: {huge}"),
+    }[field]
+    with pytest.raises(ScenarioError) as caught:
+        load(write(tmp_path, text))
+    message = str(caught.value)
+    assert field in message and "QQQQ" in message, message[:300]
+    longest = max(len(run) for run in message.split() if "Q" in run)
+    assert longest <= 200 and len(message) < 1000, message[:300]
+
+
+def test_a_missing_or_empty_scenario_dir_is_an_error(tmp_path, capsys):
+    missing = tmp_path / "nonexistent"
+    assert main(["--scenario-dir", str(missing), "list"]) == 2
+    assert capsys.readouterr().err.strip() == f"fixos: {missing}: --scenario-dir: does not exist"
+    with pytest.raises(ScenarioError, match="holds no scenario files"):
+        load_catalog(tmp_path)
