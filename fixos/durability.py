@@ -180,15 +180,23 @@ def main_processes(host: LiveHost, services: Sequence[str]) -> dict[str, str]:
 def stability(
     before: Mapping[str, Mapping[str, str]], after: Mapping[str, Mapping[str, str]], held: float
 ) -> CheckResult:
-    """The gate: every service's main process, seen at the start of the hold window,
-    is the one seen at its end, and alive."""
-    problems = []
+    """The gate: every service's main process, seen at the start of the hold window, is
+    the one seen at its end, and alive; a service that comes up inside the window was
+    started by something other than its init script (which ran before it). A service
+    down at both ends is not judged here: whether it must run is the scenario's checks'
+    (its partial credit) and ``services_official``'s."""
+    problems, down = [], []
     for host, seen in before.items():
         where = f"{host}/" if len(before) > 1 else ""
         for service, first in seen.items():
             last = after.get(host, {}).get(service, "")
-            if not first:
-                problems.append(f"{where}{service} not running after the restarts")
+            if not first and not last:
+                down.append(f"{where}{service}")
+            elif not first:
+                problems.append(
+                    f"{where}{service} came up within {held:.1f}s, not from its init script "
+                    f"(pid {last.split('@')[0]})"
+                )
             elif not last:
                 problems.append(f"{where}{service} (pid {first.split('@')[0]}) died within {held:.1f}s")
             elif last != first:
@@ -196,11 +204,12 @@ def stability(
                     f"{where}{service} main process replaced within {held:.1f}s "
                     f"(pid {first.split('@')[0]} -> {last.split('@')[0]})"
                 )
-    counted = sum(len(s) for s in before.values())
-    detail = "; ".join(problems) or f"{counted} service(s) kept their main process for {held:.1f}s"
-    return CheckResult(
-        STABLE_CHECK, STABLE_TYPE, not problems, False, 1.0, detail, AFTER_RESTARTS if problems else ""
-    )
+    kept = sum(len(s) for s in before.values()) - len(down)
+    detail = "; ".join(problems) or f"{kept} service(s) kept their main process for {held:.1f}s"
+    if down and not problems:
+        detail += f"; not running after the restarts (left to the other checks): {', '.join(down)}"
+    failed_in = AFTER_RESTARTS if problems else ""
+    return CheckResult(STABLE_CHECK, STABLE_TYPE, not problems, False, 1.0, detail, failed_in)
 
 
 def both_phases(first: Verdict, second: Verdict, extra: Sequence[CheckResult] = ()) -> Verdict:
