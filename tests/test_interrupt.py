@@ -9,16 +9,25 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from helpers import labelled, start_fixos
+from rich.console import Console
 
+from fixos import bench as bench_module
 from fixos.agents.base import Endpoints, Task
 from fixos.agents.external import ExternalAgent
 from fixos.agents.llm import LlmAgent
+from fixos.bench import Bench, Plan
+from fixos.records.failures import EpisodeStatus, Failure, FailureKind
+from fixos.records.models import EpisodeRecord, Timings
+from fixos.records.rundir import RunDir
+from fixos.scenarios.catalog import load_catalog
 from fixos.shells.fake import FakeShell
 from fixos.shells.recording import RecordingShell
 from fixos.shells.stopping import stop_requested, watch
+from fixos.view import PlainView
 
 STOP_WITHIN = 3.0
 """seconds an agent's wait may outlive the stop."""
@@ -151,18 +160,6 @@ def test_a_signal_ends_a_run_waiting_for_an_external_agent(client, images, tmp_p
 
 
 def test_a_retry_says_what_failed_and_that_the_host_is_fresh(tmp_path: Path, monkeypatch) -> None:
-    from types import SimpleNamespace
-
-    from rich.console import Console
-
-    from fixos import bench as bench_module
-    from fixos.bench import Bench, Plan
-    from fixos.records.failures import EpisodeStatus, Failure, FailureKind
-    from fixos.records.models import EpisodeRecord, Timings
-    from fixos.records.rundir import RunDir
-    from fixos.scenarios.catalog import load_catalog
-    from fixos.view import PlainView
-
     outcomes = [Failure(kind=FailureKind.boot_failed, detail="host web did not answer in 60s"), None]
 
     def fake_episode(scenario, seed, agent, **kwargs):
