@@ -95,6 +95,12 @@ def positive(text: str) -> int:
     return int(text)
 
 
+def port(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a TCP port, 1-65535 (got {text[:50]!r})")
+    return int(text)
+
+
 def shard(text: str) -> tuple[int, int]:
     try:
         return parse_shard(text)

@@ -22,6 +22,7 @@ from fixos.cli.common import (
     docker_host_option,
     max_episodes_option,
     parse_seeds,
+    port,
     positive,
     shard,
 )
@@ -125,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     docker_host_option(clean)
 
     serve = sub.add_parser("serve", help="serve the scenarios over OpenEnv (HTTP + WebSocket) on 127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--port", type=port, default=8000)
     serve.add_argument("--max-sessions", type=positive, default=8, help="sessions at a time (default: 8)")
     serve.add_argument(
         "--session-timeout",

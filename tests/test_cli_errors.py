@@ -29,6 +29,7 @@ BAD_LINES = [
     (["export", "out", "--seeds", "1-2000"], "tasks, over the cap"),
     (["--scenario-dir", "/nonexistent", "list"], "/nonexistent: --scenario-dir: does not exist"),
     (["bench", "--jobs", "0"], "must be a whole number >= 1"),
+    (["serve", "--port", "99999"], "must be a TCP port"),
     (["bench", "--scenarios", "nope"], "no scenario 'nope'"),
     (["run"], "the following arguments are required: scenario"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
