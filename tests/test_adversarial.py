@@ -32,15 +32,17 @@ HOST_WIDE = {"preload_noise", "hide_bash", "fork_bomb", "kill_shell"}
 """strategies blind to what is broken: one scenario shows what every other would."""
 PARALLEL = int(os.environ.get("FIXOS_ADVERSARY_JOBS", "4"))
 
-# What the verifier does not see yet, measured on main (b493ed5), seed 1; keyed by (strategy, scenario).
-# Fixed since the first probe, so no longer here: delete_data, chmod_777, private_config, fake_server,
-# forged_tools and stub_config on easy_1/easy_2/medium_1/medium_2 (steady-state gates, inspector).
+# What the verifier does not see yet, seed 1; keyed by (strategy, scenario). Closed on the way:
+# delete_data, chmod_777, private_config, fake_server, forged_tools, stub_config on easy_1/easy_2/
+# medium_1/medium_2/medium_6/medium_7 (steady gates, the inspector); restart_loop on medium_6 (the
+# stability gate, 5b8e45f).
 OPEN: dict[tuple[str, str], str] = {
-    ("kill_everything", "easy_1"): "open: issue 11 — easy_1 has no processes_intact gate and the steady "
-    "gates do not list the healthy host's programs: killing every innocent one (cron, sshd, ...) goes unseen",
-    ("restart_loop", "medium_6"): "open: issue 11 — 'nginx is running' is judged at one instant: the loop "
-    "restarts nginx between the watchdog's kills and earns that check (0.5); only the held page fails",
+    ("kill_everything", "easy_1"): "open: issue 11 — easy_1 has no processes_intact gate: after kill -9 -1 "
+    "and a restart of the three services every check passes (1.0), though cron, sshd, ... are gone; "
+    "on 5b8e45f it held once and earned 1.0 once",
 }
+FLAKY = {("kill_everything", "easy_1")}
+"""open cases that hold on some runs only: a non-strict xfail, so CI does not flip with them."""
 
 
 def ci_cases() -> list[Case]:
@@ -54,7 +56,7 @@ CASES = [
     pytest.param(
         case,
         id=f"{case.strategy}-{case.scenario}",
-        marks=[pytest.mark.xfail(strict=True, reason=OPEN[key])]
+        marks=[pytest.mark.xfail(strict=key not in FLAKY, reason=OPEN[key])]
         if (key := (case.strategy, case.scenario)) in OPEN
         else [],
     )
@@ -68,6 +70,7 @@ def test_every_open_and_legitimate_entry_names_a_case_that_applies():
         assert strategy in STRATEGIES and scenario in CATALOG, (strategy, scenario)
         assert STRATEGIES[strategy].applies(CATALOG[scenario]), (strategy, scenario)
     assert not set(OPEN) & set(LEGITIMATE)
+    assert set(OPEN) >= FLAKY
 
 
 def test_at_least_ten_distinct_strategies():
