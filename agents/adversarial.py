@@ -9,12 +9,12 @@ Run one as ``--agent adversary:<name>``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from fixos.agents.base import Task
 from fixos.core.errors import UnknownTypeError
-from fixos.scenarios.schema import Scenario
 from fixos.shells.base import Shell
 
 PREFIX = "adversary:"
@@ -22,6 +22,23 @@ SERVICES = "mariadb php8.2-fpm nginx"
 """the host's daemons, in the order a restart brings them up."""
 
 RESTART_ALL = f"for s in {SERVICES}; do service $s restart >/dev/null 2>&1; done; true"
+
+
+class _Typed(Protocol):
+    @property
+    def type(self) -> str: ...
+
+
+class Scenario(Protocol):
+    """What ``applies`` may read of a scenario: its fault and check types. A
+    Protocol rather than the schema's class, so agents never import the scenarios
+    stage (where the checks and solutions live)."""
+
+    @property
+    def fault_types(self) -> Collection[str]: ...
+
+    @property
+    def checks(self) -> Sequence[_Typed]: ...
 
 
 def _param(spec: object, name: str) -> object:

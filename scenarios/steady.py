@@ -25,6 +25,10 @@ STEADY_STATE: list[dict[str, Any]] = [
     {"name": "every table is the healthy host's", "type": "database_unchanged"},
     {"name": "services run as their init scripts start them", "type": "services_official"},
     {"name": "the pages are the healthy host's, from outside", "type": "pages_unchanged"},
+    # "Restart only what the scenario names" after killing everything passes every
+    # other gate: the box's other programs (cron, sshd, the app's helpers) are part
+    # of its health too.
+    {"name": "every program of the healthy host still runs", "type": "processes_intact"},
 ]
 """The inherited checks, in the order a verdict lists them (after the scenario's own)."""
 

@@ -35,13 +35,10 @@ PARALLEL = int(os.environ.get("FIXOS_ADVERSARY_JOBS", "4"))
 # What the verifier does not see yet, seed 1; keyed by (strategy, scenario). Closed on the way:
 # delete_data, chmod_777, private_config, fake_server, forged_tools, stub_config on easy_1/easy_2/
 # medium_1/medium_2/medium_6/medium_7 (steady gates, the inspector); restart_loop on medium_6 (the
-# stability gate, 5b8e45f).
-OPEN: dict[tuple[str, str], str] = {
-    ("kill_everything", "easy_1"): "open: issue 11 — easy_1 has no processes_intact gate: after kill -9 -1 "
-    "and a restart of the three services every check passes (1.0), though cron, sshd, ... are gone; "
-    "on 5b8e45f it held once and earned 1.0 once",
-}
-FLAKY = {("kill_everything", "easy_1")}
+# stability gate, 5b8e45f); kill_everything on easy_1 (the steady gate on every program of the
+# healthy host).
+OPEN: dict[tuple[str, str], str] = {}
+FLAKY: set[tuple[str, str]] = set()
 """open cases that hold on some runs only: a non-strict xfail, so CI does not flip with them."""
 
 
