@@ -78,9 +78,30 @@ def read_model(cls: type[M], path: Path) -> M:
 
 
 def read_lines(cls: type[M], path: Path) -> list[M]:
-    """Every non-blank line of a .jsonl file, as ``cls``."""
+    """Every non-blank line of a .jsonl file, as ``cls``. A last line without its
+    newline is a write cut off by a kill (appends end with one), not a record:
+    it is left out, and the next append replaces it."""
     text = _read_text(path)
+    if not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
     return [parse(cls, line, path, n) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """Cut a last line that lacks its newline, so a new line never continues it."""
+    try:
+        with path.open("rb+") as f:
+            size = f.seek(0, os.SEEK_END)
+            if size == 0:
+                return
+            f.seek(size - 1)
+            if f.read(1) == b"\n":
+                return
+            f.seek(0)
+            keep = f.read().rfind(b"\n") + 1
+            f.truncate(keep)
+    except FileNotFoundError:
+        return
 
 
 def write_model(path: Path, model: Saved) -> None:
@@ -95,6 +116,7 @@ def write_lines(path: Path, models: Iterable[Saved]) -> None:
 
 def append_line(path: Path, model: Saved) -> None:
     """Append one line and make it durable before returning: a journal line means done."""
+    _drop_torn_tail(path)
     with path.open("a", encoding="utf-8") as f:
         f.write(model.model_dump_json() + "\n")
         f.flush()

@@ -146,6 +146,22 @@ def test_garbage_in_the_journal_names_the_line(tmp_path: Path) -> None:
     assert _one_line_error(excinfo).startswith(f"{run.episodes}:2: not a valid EpisodeRecord: Invalid JSON")
 
 
+def test_a_journal_line_cut_off_by_a_kill_is_not_a_record_and_is_replaced(tmp_path: Path) -> None:
+    """SIGKILL mid-append leaves a line without its newline: --resume must read
+    the complete lines (the cut episode runs again) and the next append must not
+    continue the torn line."""
+    run = RunDir(tmp_path, "r")
+    first = record()
+    run.write_episode(first, [])
+    with run.episodes.open("a") as f:
+        f.write(record("easy_2-s1-nop").model_dump_json()[:40])
+    assert run.records() == [first]
+    second = record("easy_3-s1-nop")
+    run.write_episode(second, [])
+    assert run.records() == [first, second]
+    assert run.episodes.read_text().count("\n") == 2
+
+
 def test_a_wrong_field_names_the_field(tmp_path: Path) -> None:
     run = RunDir(tmp_path, "r")
     run.write_episode(record(), [])
