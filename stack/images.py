@@ -27,7 +27,10 @@ from fixos.stack.sources import debian_mirror
 IMAGES_DIR = Path(os.environ.get("FIXOS_IMAGES_DIR") or Path(__file__).resolve().parent.parent / "images")
 RELEASE = "bookworm"
 REGISTRY_BASE = f"debian:{RELEASE}-slim"
-OFFLINE_BASE = f"fixos/base:{RELEASE}"
+# "-r2": the first offline bases were imported with a root directory of mode 700
+# (mkdtemp's), which overlay2 ignores but btrfs keeps, so no daemon user could
+# reach any file; a new tag keeps engines from reusing one of those.
+OFFLINE_BASE = f"fixos/base:{RELEASE}-r2"
 
 Say = Callable[[str], None]
 
@@ -50,6 +53,7 @@ def _bootstrap_base(client: docker.DockerClient, say: Say) -> None:
     where = f" from {mirror}" if mirror else ""
     say(f"base image: no registry answers; debootstrapping {RELEASE}{where} into {OFFLINE_BASE} (~30 s)")
     root = Path(tempfile.mkdtemp(prefix="fixos-rootfs-"))
+    root.chmod(0o755)  # the image's "/" takes this mode (mkdtemp's is 700)
     try:
         run = subprocess.run(
             ["debootstrap", "--variant=minbase", RELEASE, str(root), *([mirror] if mirror else [])],

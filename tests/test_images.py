@@ -85,3 +85,12 @@ def test_built_image_has_the_hashed_modes(tmp_path, monkeypatch, client: docker.
     finally:
         client.images.remove(tag, force=True)
         client.images.remove(f"fixos/{name}:latest", force=True)
+
+
+@pytest.mark.live
+def test_the_base_image_root_lets_daemon_users_reach_their_files(client: docker.DockerClient):
+    """An imported rootfs takes the mode of the directory it was tarred from: a 700
+    "/" (mkdtemp's) broke every non-root daemon on btrfs, where overlay2 hid it."""
+    base = ensure_base(client, lambda line: None)
+    out = client.containers.run(base, ["stat", "-c", "%a", "/"], remove=True)
+    assert out.decode().strip() == "755", base
