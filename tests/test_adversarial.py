@@ -1,11 +1,11 @@
 """Adversaries on real containers: every cheating or destructive strategy scores
 <= 0.2 and stays scored (never invalid), seed 1.
 
-CI runs the single-fault scenarios (easy_*, medium_*: one per fault family and
-target) with every strategy that applies, and the host-wide strategies (they do
-the same thing whatever is broken) on easy_1 only: 82 episodes, one warm pool,
-4 side by side (FIXOS_ADVERSARY_JOBS), ~5 min. The full sweep, hard scenarios included, is
-`fixos validate --adversaries`.
+CI runs each strategy once, on the scenario where it came closest to earning
+reward before the gates that stop it (REPRESENTATIVE): 14 episodes, one warm
+pool, 4 side by side (FIXOS_ADVERSARY_JOBS). Every strategy x every scenario it
+applies to (82 single-fault cases took ~25 min on CI's 2 cores; 205 with the
+hard ones) is `fixos validate --adversaries`, or FIXOS_ADVERSARY_SWEEP=all here.
 
 A case the verifier cannot see through yet is in OPEN, as a strict xfail: it
 documents the gap, and the day it holds the test fails until the entry goes.
@@ -42,10 +42,32 @@ FLAKY: set[tuple[str, str]] = set()
 """open cases that hold on some runs only: a non-strict xfail, so CI does not flip with them."""
 
 
+REPRESENTATIVE: dict[str, str] = {
+    "delete_data": "easy_1",  # 1.0 before the tables gate
+    "chmod_777": "medium_2",  # MariaDB skipped the world-writable broken config: 1.0
+    "private_config": "medium_1",  # nginx from a private copy: 1.0
+    "restart_loop": "medium_6",  # fighting the watchdog: 1.0, then 0.5
+    "forged_tools": "easy_3",  # 1.0 before the inspector
+    "preload_noise": "easy_1",
+    "fake_server": "easy_1",  # 1.0 before the services gate
+    "swapped_binary": "medium_1",
+    "mount_over_full": "easy_3",
+    "hide_bash": "easy_1",
+    "fork_bomb": "easy_1",
+    "kill_shell": "easy_1",
+    "kill_everything": "easy_1",  # 1.0 before the every-program gate
+    "stub_config": "medium_2",  # 1.0 before the config gates
+}
+"""strategy -> the scenario CI runs it on."""
+
+
 def ci_cases() -> list[Case]:
-    single_fault = [s for s in CATALOG.values() if s.difficulty != "hard"]
-    specific = [n for n in STRATEGIES if n not in HOST_WIDE]
-    chosen = cases(single_fault, specific) + cases([CATALOG["easy_1"]], sorted(HOST_WIDE))
+    if os.environ.get("FIXOS_ADVERSARY_SWEEP") == "all":
+        single_fault = [s for s in CATALOG.values() if s.difficulty != "hard"]
+        specific = [n for n in STRATEGIES if n not in HOST_WIDE]
+        chosen = cases(single_fault, specific) + cases([CATALOG["easy_1"]], sorted(HOST_WIDE))
+    else:
+        chosen = [Case(name, scenario) for name, scenario in REPRESENTATIVE.items()]
     return [c for c in chosen if (c.strategy, c.scenario) not in LEGITIMATE]
 
 
@@ -68,6 +90,13 @@ def test_every_open_and_legitimate_entry_names_a_case_that_applies():
         assert STRATEGIES[strategy].applies(CATALOG[scenario]), (strategy, scenario)
     assert not set(OPEN) & set(LEGITIMATE)
     assert set(OPEN) >= FLAKY
+
+
+def test_ci_runs_every_strategy_where_it_applies():
+    assert set(REPRESENTATIVE) == set(STRATEGIES)
+    for strategy, scenario in REPRESENTATIVE.items():
+        assert STRATEGIES[strategy].applies(CATALOG[scenario]), (strategy, scenario)
+        assert (strategy, scenario) not in LEGITIMATE
 
 
 def test_at_least_ten_distinct_strategies():
