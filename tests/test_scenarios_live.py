@@ -1,21 +1,34 @@
 """Every bundled scenario on three seeds, on real containers: the reference repair
 scores 1.0, doing nothing 0.0, a partial repair strictly between (what `fixos
-validate` runs)."""
+validate` runs).
+
+The episodes run side by side on one warm pool, as `fixos bench` runs them
+(FIXOS_SCENARIO_JOBS, 3 by default): one after another they took ~25 min of
+CI's 2 cores once every verdict gained inspectors and the durability restarts."""
 
 from __future__ import annotations
 
+import os
+import secrets
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import docker
 import pytest
-from helpers import wait_for
 
 from fixos.episodes import run_episode
+from fixos.records.models import EpisodeRecord
 from fixos.scenarios.catalog import load_catalog
+from fixos.stack.hosts import remove_labelled
+from fixos.stack.pool import HostPool
 from fixos.validate import EXPECTED, agents_for, meets
 
-pytestmark = pytest.mark.live
 CATALOG = load_catalog()
 SEEDS = (1, 2, 3)
+PARALLEL = int(os.environ.get("FIXOS_SCENARIO_JOBS", "3"))
+Case = tuple[str, int, str]
 CASES = [
-    pytest.param(sid, seed, agent, id=f"{sid}-s{seed}-{agent}")
+    pytest.param((sid, seed, agent), id=f"{sid}-s{seed}-{agent}")
     for sid, scenario in CATALOG.items()
     for seed in SEEDS
     for agent in agents_for(scenario)
@@ -28,21 +41,43 @@ def test_every_hard_scenario_has_a_partial_repair():
             assert scenario.partial_solution, scenario.id
 
 
-@pytest.mark.parametrize(("scenario_id", "seed", "agent"), CASES)
-def test_scenario_scores(client, images, warm_pool, scenario_id, seed, agent):
+@pytest.fixture(scope="module")
+def scored(
+    request: pytest.FixtureRequest, client: docker.DockerClient, images: dict[str, str]
+) -> Iterator[dict[Case, EpisodeRecord]]:
+    """Every selected case of this module, run once, side by side on warm hosts."""
+    selected: list[Case] = [
+        item.callspec.params["case"]
+        for item in request.session.items
+        if item.module is request.module and hasattr(item, "callspec")
+    ]
+    run_id = f"test-scn-{secrets.token_hex(4)}"
+    planned = [CATALOG[sid].hosts for sid, _, _ in selected]
+    pool = HostPool(client, images, run_id=run_id, size=PARALLEL, planned=planned)
+    results: dict[Case, EpisodeRecord] = {}
+
+    def one(case: Case) -> None:
+        sid, seed, agent = case
+        results[case], _ = run_episode(
+            CATALOG[sid], seed, agent, client=client, images=images, run_id=run_id, pool=pool
+        )
+
+    try:
+        with ThreadPoolExecutor(max_workers=PARALLEL) as workers:
+            for future in [workers.submit(one, c) for c in selected]:
+                future.result()
+        yield results
+    finally:
+        pool.close()
+        remove_labelled(client, run_id=run_id)
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("case", CASES)
+def test_scenario_scores(scored: dict[Case, EpisodeRecord], case: Case):
     """On warm hosts, as `fixos bench` and `fixos validate` run them (cold boots: test_episode)."""
-    record, _ = run_episode(
-        CATALOG[scenario_id],
-        seed,
-        agent,
-        client=client,
-        images=images,
-        run_id=warm_pool.run_id,
-        pool=warm_pool,
-    )
+    record = scored[case]
+    agent = case[2]
     assert record.status == "scored", record.error
     failed = [f"{c.name}: {c.detail}" for c in record.verdict.checks if not c.passed]
     assert meets(agent, record), f"{agent} scored {record.reward}, expected {EXPECTED[agent]}; {failed}"
-    name = f"fixos-{warm_pool.run_id}-{record.episode_id}-web"
-    # removed in the background; the low-level list does not trip over one vanishing meanwhile
-    wait_for(lambda: not client.api.containers(all=True, filters={"name": name}), timeout=30)
