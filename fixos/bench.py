@@ -184,9 +184,7 @@ class Bench:
         if self._stop.is_set():  # torn down under it: whatever it says, not a result
             record.fail(Failure(kind=FailureKind.interrupted, detail="the bench was stopped while it ran"))
         if record.status is EpisodeStatus.interrupted:
-            with self._write:  # recorded beside its transcript, not journalled: --resume runs it again
-                self.run.write_interrupted(record, steps)
-            return
+            return  # left out of the journal, so --resume runs it again
         with self._write:
             self.run.write_episode(record, steps)
         self.events.finished(record, retried)

@@ -13,7 +13,6 @@ from fixos.records.saved import append_line, read_lines, read_model, write_lines
 TRANSCRIPT = "transcript.jsonl"
 REWARD = "reward.json"
 FAULTS = "faults.json"
-INTERRUPTED = "interrupted.json"
 
 
 class RunDir:
@@ -36,14 +35,6 @@ class RunDir:
         write_lines(directory / TRANSCRIPT, (StepLine.of(step) for step in steps))
         # The journal line goes last and is synced: a line there means the episode is complete.
         append_line(self.episodes, record)
-        return directory
-
-    def write_interrupted(self, record: EpisodeRecord, steps: Iterable[Step]) -> Path:
-        """An episode torn down by Ctrl-C/SIGTERM: its record and transcript go to its
-        own directory, never to the journal, so ``--resume`` runs it again."""
-        directory = self.episode_dir(record.episode_id)
-        write_model(directory / INTERRUPTED, record)
-        write_lines(directory / TRANSCRIPT, (StepLine.of(step) for step in steps))
         return directory
 
     def records(self) -> list[EpisodeRecord]:

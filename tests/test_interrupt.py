@@ -22,8 +22,7 @@ from fixos.agents.llm import LlmAgent
 from fixos.bench import Bench, Plan
 from fixos.records.failures import EpisodeStatus, Failure, FailureKind
 from fixos.records.models import EpisodeRecord, Timings
-from fixos.records.rundir import INTERRUPTED, RunDir
-from fixos.records.saved import read_model
+from fixos.records.rundir import RunDir
 from fixos.scenarios.catalog import load_catalog
 from fixos.shells.fake import FakeShell
 from fixos.shells.recording import RecordingShell
@@ -158,10 +157,6 @@ def test_a_signal_ends_a_run_waiting_for_an_external_agent(client, images, tmp_p
     assert took < 10, f"{took:.1f}s to stop"
     assert "interrupted" in output
     assert labelled(client, run_id) == []
-    run_dir = tmp_path / run_id
-    assert not (run_dir / "episodes.jsonl").exists() or RunDir(tmp_path, run_id).records() == []
-    saved = read_model(EpisodeRecord, run_dir / "easy_1-s1-external" / INTERRUPTED)
-    assert saved.status is EpisodeStatus.interrupted, saved
 
 
 def test_a_retry_says_what_failed_and_that_the_host_is_fresh(tmp_path: Path, monkeypatch) -> None:
