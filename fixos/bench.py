@@ -18,10 +18,10 @@ from pydantic import ConfigDict
 
 from fixos.core.errors import FixOSError
 from fixos.core.models import Step
-from fixos.episodes import episode_id_for, run_episode
+from fixos.episodes import STOPPED, episode_id_for, run_episode
 from fixos.records.failures import EpisodeStatus, Failure, FailureKind, retry_wanted
 from fixos.records.models import EpisodeRecord
-from fixos.records.rundir import RunDir
+from fixos.records.rundir import RunDir, write_interrupted
 from fixos.records.saved import Saved, read_model, write_model
 from fixos.scenarios.schema import Scenario
 from fixos.shells.stopping import watch
@@ -182,9 +182,11 @@ class Bench:
                 continue
             break
         if self._stop.is_set():  # torn down under it: whatever it says, not a result
-            record.fail(Failure(kind=FailureKind.interrupted, detail="the bench was stopped while it ran"))
+            record.fail(Failure(kind=FailureKind.interrupted, detail=STOPPED))
         if record.status is EpisodeStatus.interrupted:
-            return  # left out of the journal, so --resume runs it again
+            # on disk beside its transcript, but not in the journal, so --resume runs it again
+            write_interrupted(self.run.episode_dir(job.episode_id), record, steps)
+            return
         with self._write:
             self.run.write_episode(record, steps)
         self.events.finished(record, retried)

@@ -31,8 +31,17 @@ from fixos.core.models import CheckResult, InjectedFault, Step, Verdict
 from fixos.durability import PhaseTimes, durable_verdict
 from fixos.inspection import Looking, failing_disturbed, inspected
 from fixos.phases import break_hosts, check_entries, fault_entries
-from fixos.records.failures import ENGINE_ERRORS, EpisodeStatus, agent_failure, harness_failure, unjudgeable
+from fixos.records.failures import (
+    ENGINE_ERRORS,
+    EpisodeStatus,
+    Failure,
+    FailureKind,
+    agent_failure,
+    harness_failure,
+    unjudgeable,
+)
 from fixos.records.models import EpisodeRecord, Timings
+from fixos.records.rundir import write_interrupted
 from fixos.scenarios.schema import Scenario
 from fixos.scenarios.solution import render
 from fixos.shells.base import Shell
@@ -346,9 +355,22 @@ def run_episode(
             finish(verdict)
     except Exception as exc:  # the harness's failure (even its bug) must not end a long bench: record it
         record.fail(harness_failure(exc))
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, or the bench stopping this worker: on disk, then unwind
+        record.fail(Failure(kind=FailureKind.interrupted, detail=STOPPED))
+        _account(record, steps)
+        if workdir is not None:
+            write_interrupted(workdir, record, steps)
+        raise
     finally:
         episode.close()
+    _account(record, steps)
+    return record, steps
+
+
+STOPPED = "stopped (Ctrl-C or SIGTERM) while it ran"
+
+
+def _account(record: EpisodeRecord, steps: list[Step]) -> None:
     record.steps = len(steps)
     if steps:
         record.timings.step_mean = statistics.fmean(s.duration for s in steps)
-    return record, steps

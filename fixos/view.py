@@ -29,7 +29,7 @@ from fixos.core.models import Step
 from fixos.records.failures import Failure
 from fixos.records.models import EpisodeRecord
 from fixos.records.report import dash
-from fixos.records.rundir import read_reward, read_transcript
+from fixos.records.rundir import read_interrupted, read_reward, read_transcript
 from fixos.records.summary import Stats, Summary
 from fixos.scenarios.schema import Scenario
 from fixos.validate import Validation, meets
@@ -221,6 +221,9 @@ def transcript_view(directory: Path) -> list[Any]:
             parts.append(Text(step.output.rstrip("\n")))
     if not steps:
         parts.append(Text("(no commands recorded)", style="dim"))
+    stopped = read_interrupted(directory)
+    if stopped is not None and stopped.failure is not None:
+        parts.append(Text(f"interrupted, not scored: {stopped.failure.detail}", style="bold yellow"))
     reward = read_reward(directory)
     if reward is not None:
         table = Table(title=f"reward {reward.reward}")

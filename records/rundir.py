@@ -13,6 +13,7 @@ from fixos.records.saved import append_line, read_lines, read_model, write_lines
 TRANSCRIPT = "transcript.jsonl"
 REWARD = "reward.json"
 FAULTS = "faults.json"
+INTERRUPTED = "interrupted.json"
 
 
 class RunDir:
@@ -33,6 +34,8 @@ class RunDir:
             write_model(directory / REWARD, RewardFile.of(record.verdict))
         write_model(directory / FAULTS, FaultsFile(faults=record.faults))
         write_lines(directory / TRANSCRIPT, (StepLine.of(step) for step in steps))
+        # A resumed run finished what a stop cut short: the old account no longer holds.
+        (directory / INTERRUPTED).unlink(missing_ok=True)
         # The journal line goes last and is synced: a line there means the episode is complete.
         append_line(self.episodes, record)
         return directory
@@ -41,6 +44,20 @@ class RunDir:
         if not self.episodes.exists():
             return []
         return read_lines(EpisodeRecord, self.episodes)
+
+
+def write_interrupted(directory: Path, record: EpisodeRecord, steps: Iterable[Step]) -> Path:
+    """What an episode that was stopped (Ctrl-C, SIGTERM) got to: its record, marked
+    interrupted, and the commands it ran. Never in the journal, so ``--resume`` runs it again."""
+    directory.mkdir(parents=True, exist_ok=True)
+    write_lines(directory / TRANSCRIPT, (StepLine.of(step) for step in steps))
+    write_model(directory / INTERRUPTED, record)
+    return directory / INTERRUPTED
+
+
+def read_interrupted(directory: Path) -> EpisodeRecord | None:
+    path = directory / INTERRUPTED
+    return read_model(EpisodeRecord, path) if path.exists() else None
 
 
 def read_transcript(directory: Path) -> list[StepLine]:

@@ -22,12 +22,12 @@ from fixos.agents.llm import LlmAgent
 from fixos.bench import Bench, Plan
 from fixos.records.failures import EpisodeStatus, Failure, FailureKind
 from fixos.records.models import EpisodeRecord, Timings
-from fixos.records.rundir import RunDir
+from fixos.records.rundir import RunDir, read_interrupted
 from fixos.scenarios.catalog import load_catalog
 from fixos.shells.fake import FakeShell
 from fixos.shells.recording import RecordingShell
 from fixos.shells.stopping import stop_requested, watch
-from fixos.view import PlainView
+from fixos.view import PlainView, transcript_view
 
 STOP_WITHIN = 3.0
 """seconds an agent's wait may outlive the stop."""
@@ -157,6 +157,19 @@ def test_a_signal_ends_a_run_waiting_for_an_external_agent(client, images, tmp_p
     assert took < 10, f"{took:.1f}s to stop"
     assert "interrupted" in output
     assert labelled(client, run_id) == []
+    # recorded on disk as interrupted, and not in the journal, so --resume runs it again
+    run = RunDir(tmp_path, run_id)
+    assert run.records() == []
+    [episode_dir] = [p for p in run.path.iterdir() if p.is_dir()]
+    stopped = read_interrupted(episode_dir)
+    assert stopped is not None, sorted(p.name for p in episode_dir.iterdir())
+    assert stopped.status is EpisodeStatus.interrupted
+    assert stopped.failure is not None and stopped.failure.kind is FailureKind.interrupted
+    assert stopped.faults, "what the episode got to: its faults were in"
+    shown = Console(record=True, width=200)
+    for part in transcript_view(episode_dir):
+        shown.print(part)
+    assert "interrupted, not scored" in shown.export_text()
 
 
 def test_a_retry_says_what_failed_and_that_the_host_is_fresh(tmp_path: Path, monkeypatch) -> None:

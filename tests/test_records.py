@@ -34,7 +34,7 @@ from fixos.records.failures import (
     retry_wanted,
 )
 from fixos.records.models import EpisodeRecord, FaultsFile, RewardFile, StepLine, Timings
-from fixos.records.rundir import RunDir, read_reward, read_transcript
+from fixos.records.rundir import RunDir, read_interrupted, read_reward, read_transcript, write_interrupted
 from fixos.records.saved import read_lines, read_model, write_model
 from fixos.records.summary import Summary, compare, read_summary, summarize
 from fixos.scenarios.catalog import load_catalog
@@ -85,6 +85,21 @@ def test_an_episode_round_trips_through_the_run_directory(tmp_path: Path) -> Non
     line = json.loads(run.episodes.read_text().splitlines()[1])
     assert line["schema_version"] == 1 and line["status"] == "invalid"
     assert line["failure"] == {"kind": "boot_failed", "detail": "StackError: no boot"}
+
+
+def test_an_interrupted_episode_is_on_disk_but_not_journalled_until_it_is_run_again(tmp_path: Path) -> None:
+    run = RunDir(tmp_path, "r")
+    stopped = record(reward=None, failure=Failure(kind=FailureKind.interrupted, detail="stopped"))
+    step = Step(0, "uptime", "up\n", 0, 0.1, 1700000000.0)
+    directory = run.episode_dir(stopped.episode_id)
+    write_interrupted(directory, stopped, [step])
+    assert run.records() == []
+    assert read_interrupted(directory) == stopped
+    assert read_transcript(directory) == [StepLine.of(step)]
+    finished = record()
+    run.write_episode(finished, [])
+    assert run.records() == [finished]
+    assert read_interrupted(directory) is None, "a finished run no longer says it was interrupted"
 
 
 def test_plan_and_summary_round_trip(tmp_path: Path) -> None:
