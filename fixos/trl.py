@@ -1,0 +1,181 @@
+"""FixOS for TRL's ``GRPOTrainer(environment_factory=...)``: one live episode per rollout.
+
+    from trl import GRPOTrainer
+    from fixos.trl import FixOSToolEnv
+
+    # each dataset row: {"prompt": [{"role": "user", "content": "..."}], "task_id": "easy_1", "seed": 3}
+    trainer = GRPOTrainer(model=..., train_dataset=rows, environment_factory=FixOSToolEnv)
+
+TRL's contract, which this class keeps: a no-argument constructor; ``reset(**row)``
+returning text that TRL appends to the row's last user message; every other public
+method is a tool the model may call (so the only one here is ``run``, and freeing the
+hosts is ``close(env)`` at module level, ``with env:`` or garbage collection);
+``get_reward()`` is the environment-owned reward TRL adds to the reward functions.
+
+Configuration (environment variables, read by the constructor, or class attributes of a
+subclass): FIXOS_SCENARIO_DIR, FIXOS_DOCKER_HOST, FIXOS_TRANSPORT (exec | ssh),
+FIXOS_TASK and FIXOS_SEED (used when a row has no ``task_id`` / ``seed``),
+FIXOS_OUTPUT_CHARS (the tail of a command's output the model sees).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+from fixos.api import episode
+from fixos.core.errors import ShellError
+from fixos.episodes import Episode
+from fixos.scenarios.schema import SCENARIO_DIR
+
+__all__ = ["FixOSToolEnv", "close", "reward_func"]
+
+
+def _setting(name: str, default: str | None) -> str | None:
+    return os.environ.get(name) or default
+
+
+class FixOSToolEnv:
+    """A broken live server to repair through one tool, ``run``; scored by FixOS's verifier."""
+
+    scenario_dir: Path | None = None
+    docker_host: str | None = None
+    transport: str | None = None
+    default_task: str | None = None
+    default_seed: int | None = None
+    output_chars: int | None = None
+
+    def __init__(self) -> None:
+        cls = type(self)
+        self._scenario_dir = Path(cls.scenario_dir or _setting("FIXOS_SCENARIO_DIR", str(SCENARIO_DIR)))
+        self._docker_host = cls.docker_host or _setting("FIXOS_DOCKER_HOST", None)
+        self._transport = cls.transport or _setting("FIXOS_TRANSPORT", "exec")
+        self._default_task = cls.default_task or _setting("FIXOS_TASK", None)
+        self._default_seed = (
+            cls.default_seed if cls.default_seed is not None else int(_setting("FIXOS_SEED", "1"))
+        )
+        self._output_chars = cls.output_chars or int(_setting("FIXOS_OUTPUT_CHARS", "8000"))
+        self._hosts = contextlib.ExitStack()
+        """holds the live episode's context (api.episode): closing it removes the hosts."""
+        self._episode: Episode | None = None
+        self._steps = 0
+        self._deadline = 0.0
+        self._score: float | None = None
+        self._verdict: dict[str, Any] | None = None
+        self._lock = threading.RLock()
+        # Hosts are freed when the trainer drops the instance or the interpreter exits;
+        # the callback holds the ExitStack, never self, so it does not keep self alive.
+        self._finalizer = weakref.finalize(self, self._hosts.close)
+
+    # -- TRL's contract ------------------------------------------------------------------
+
+    def reset(self, task_id: str | None = None, seed: int | None = None, **row: Any) -> str:
+        """Free the previous episode's hosts, start ``task_id`` at ``seed``, return the instruction."""
+        with self._lock:
+            self._release()
+            task = task_id or self._default_task
+            if not task:
+                raise ValueError("the dataset row has no task_id and FIXOS_TASK is not set")
+            live = self._hosts.enter_context(
+                episode(
+                    task,
+                    int(self._default_seed if seed is None else seed),
+                    transport=self._transport,
+                    docker_host=self._docker_host,
+                    scenario_dir=self._scenario_dir,
+                )
+            )
+            self._episode = live
+            self._steps, self._score, self._verdict = 0, None, None
+            self._deadline = time.monotonic() + live.scenario.limits.wall_seconds
+            return live.scenario.instruction
+
+    def run(self, command: str) -> str:
+        """Run a bash command as root on the broken server and return its output and exit code.
+
+        Args:
+            command: The bash command line to run, e.g. "service nginx status" or "ls -l /etc/nginx".
+
+        Returns:
+            The command's output (stdout and stderr), then a line with its exit code.
+        """
+        with self._lock:
+            live = self._episode
+            if live is None:
+                return "[fixos: the episode is over; no command runs]"
+            limits = live.scenario.limits
+            left = self._deadline - time.monotonic()
+            if self._steps >= limits.max_steps or left <= 0:
+                return "[fixos: the episode's step or time budget is spent; no command runs]"
+            self._steps += 1
+            try:
+                result = live.shell.run(command, timeout=min(limits.command_timeout, max(left, 0.1)))
+            except ShellError as exc:  # the agent killed its own shell: that is its episode
+                return f"[fixos: the shell is gone: {exc}]"
+            output = result.output
+            if len(output) > self._output_chars:
+                output = (
+                    f"[... {len(output) - self._output_chars} characters cut]\n"
+                    + output[-self._output_chars :]
+                )
+            note = " (killed at the command timeout)" if result.timed_out else ""
+            return f"{output.rstrip()}\n[exit code: {result.exit_code}{note}]"
+
+    def get_reward(self) -> float:
+        """The verifier's final score of the episode (0.0 to 1.0); frees its hosts once judged."""
+        with self._lock:
+            if self._score is None:
+                if self._episode is None:
+                    return 0.0
+                verdict = self._episode.verify()
+                self._score, self._verdict = verdict.reward, verdict.reward_json()
+                self._release()
+            return self._score
+
+    # -- for callers, not tools (properties and dunders are not methods TRL exposes) ------
+
+    @property
+    def reward(self) -> float:
+        """``get_reward()``: judged on first use, then the same number."""
+        return self.get_reward()
+
+    @property
+    def verdict(self) -> dict[str, Any] | None:
+        """The judged episode's reward.json (each check, passed or not), once judged."""
+        return self._verdict
+
+    @property
+    def live_episode(self) -> Episode | None:
+        """The episode while it holds hosts (tests read its faults to render the oracle)."""
+        return self._episode
+
+    @property
+    def steps(self) -> int:
+        return self._steps
+
+    def __enter__(self) -> FixOSToolEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        close(self)
+
+    def _release(self) -> None:
+        self._episode = None
+        self._hosts.close()
+
+
+def close(env: FixOSToolEnv) -> None:
+    """Free the hosts ``env`` holds now (not a method: TRL would offer it to the model as a tool)."""
+    with env._lock:
+        env._release()
+
+
+def reward_func(environments: list[FixOSToolEnv], **kwargs: Any) -> list[float]:
+    """TRL's ``reward_funcs`` shape, for a TRL without environment-owned rewards (``get_reward``):
+    pass this or rely on ``get_reward``, not both, or the score counts twice."""
+    return [env.get_reward() for env in environments]

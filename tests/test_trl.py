@@ -1,0 +1,128 @@
+"""fixos.trl against TRL's environment_factory contract, without TRL, transformers or torch:
+no-argument construction, ``reset(**row)`` returning the instruction, ``run`` as the only
+tool (with a docstring that parses the way transformers' ``get_json_schema`` parses it),
+the verifier's score from ``get_reward``, and hosts freed on the next reset, when judged
+and when the instance is dropped."""
+
+from __future__ import annotations
+
+import gc
+import inspect
+import re
+import shlex
+from typing import get_type_hints
+
+import pytest
+from helpers import labelled, wait_for
+
+from fixos.scenarios.catalog import load_catalog
+from fixos.scenarios.solution import render
+from fixos.stack.hosts import remove_labelled
+from fixos.trl import FixOSToolEnv, close, reward_func
+
+CATALOG = load_catalog()
+
+# transformers.utils.chat_template_utils' Google-docstring parse (what TRL's chat templates
+# render tools with), restated so the test needs no transformers install.
+DESCRIPTION = re.compile(r"^(.*?)[\n\s]*(Args:|Returns:|Raises:|\Z)", re.DOTALL)
+ARGS = re.compile(r"\n\s*Args:\n\s*(.*?)[\n\s]*(Returns:|Raises:|\Z)", re.DOTALL)
+ARG = re.compile(r"(?:^|\n)\s*(\w+):\s*(.*?)\s*(?=\n\s*\w+:|\Z)", re.DOTALL)
+
+
+def tool_schema(func) -> dict:
+    try:
+        from transformers.utils import get_json_schema
+    except ImportError:
+        pass
+    else:
+        return get_json_schema(func)["function"]
+    doc = inspect.getdoc(func).strip()
+    args = ARGS.search(doc)
+    described = dict(ARG.findall(args.group(1))) if args else {}
+    params = {}
+    for name, param in inspect.signature(func).parameters.items():
+        assert param.annotation is not inspect.Parameter.empty, f"{name} has no type hint"
+        assert name in described, f"the docstring's Args: section does not describe {name}"
+        params[name] = {"type": {str: "string", int: "integer"}[get_type_hints(func)[name]]}
+        params[name]["description"] = re.sub(r"\s*\n+\s*", " ", described[name])
+    description = DESCRIPTION.search(doc).group(1).strip()
+    return {"name": func.__name__, "description": description, "parameters": params}
+
+
+def tools_trl_sees(env: object) -> list[str]:
+    """TRL's rule: every public bound method but reset and get_reward is a tool."""
+    return [
+        name
+        for name, _ in inspect.getmembers(env, predicate=inspect.ismethod)
+        if name not in ("reset", "get_reward") and not name.startswith("_")
+    ]
+
+
+def test_the_contract_without_trl(monkeypatch):
+    monkeypatch.setenv("FIXOS_TASK", "easy_2")
+    monkeypatch.setenv("FIXOS_TRANSPORT", "ssh")
+    env = FixOSToolEnv()  # no argument, no container
+    assert env._default_task == "easy_2" and env._transport == "ssh" and env.live_episode is None
+    assert tools_trl_sees(env) == ["run"], "a public method would be offered to the model as a tool"
+    schema = tool_schema(env.run)
+    assert schema["name"] == "run" and schema["description"].startswith("Run a bash command")
+    assert list(schema["parameters"]) == ["command"]
+    assert schema["parameters"]["command"]["type"] == "string"
+    assert "bash command line" in schema["parameters"]["command"]["description"]
+    assert env.run("true").startswith("[fixos:"), "no episode yet: a message, not a crash"
+    assert inspect.signature(env.get_reward).parameters == {}
+    assert env.get_reward() == 0.0 and reward_func([env]) == [0.0]
+    close(env)  # nothing held: a no-op
+
+    class Configured(FixOSToolEnv):
+        default_task, default_seed, output_chars = "hard_1", 7, 100
+
+    configured = Configured()
+    settings = (configured._default_task, configured._default_seed, configured._output_chars)
+    assert settings == ("hard_1", 7, 100)
+
+
+def run_ids(env: FixOSToolEnv) -> str:
+    assert env.live_episode is not None
+    return env.live_episode.run_id
+
+
+@pytest.mark.live
+def test_episodes_through_the_contract(client, images):
+    made: list[str] = []
+    env = FixOSToolEnv()
+    try:
+        assert env.reset(task_id="easy_1", seed=1) == CATALOG["easy_1"].instruction
+        first = run_ids(env)
+        made.append(first)
+        assert labelled(client, first)
+        out = env.run(command="service nginx status")
+        assert out.endswith("[exit code: 3]") and "not running" in out
+        assert env.run("echo hi; exit 4") == "hi\n[exit code: 4]"
+
+        # the next row (extra dataset columns are ignored) frees the first episode's hosts
+        env.reset(task_id="easy_1", seed=2, prompt=[{"role": "user", "content": "fix it"}])
+        made.append(run_ids(env))
+        assert labelled(client, first) == []
+        assert env.get_reward() == 0.0 and env.reward == 0.0, "nothing repaired: the verifier says 0"
+        assert labelled(client, made[-1]) == [], "a judged episode frees its hosts"
+        assert env.run("true").startswith("[fixos:")
+
+        env.reset(task_id="easy_1", seed=3)
+        made.append(run_ids(env))
+        oracle = render(CATALOG["easy_1"].solution, env.live_episode.faults)
+        assert env.run(f"bash -euo pipefail -c {shlex.quote(oracle)}").endswith("[exit code: 0]")
+        assert reward_func([env]) == [1.0] and env.get_reward() == 1.0
+        assert env.verdict["reward"] == 1.0 and env.steps == 1
+
+        # an instance the trainer drops frees its hosts with it
+        env.reset(task_id="easy_1", seed=4)
+        last = run_ids(env)
+        made.append(last)
+        assert labelled(client, last)
+        del env
+        gc.collect()
+        wait_for(lambda: labelled(client, last) == [], timeout=30)
+    finally:
+        for run_id in made:
+            remove_labelled(client, run_id=run_id)
