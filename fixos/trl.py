@@ -14,7 +14,9 @@ hosts is ``close(env)`` at module level, ``with env:`` or garbage collection);
 
 Configuration (environment variables, read by the constructor, or class attributes of a
 subclass): FIXOS_SCENARIO_DIR, FIXOS_DOCKER_HOST, FIXOS_TRANSPORT (exec | ssh),
-FIXOS_TASK and FIXOS_SEED (used when a row has no ``task_id`` / ``seed``),
+FIXOS_TASK (a task id, or several joined by commas, drawn from at random when a row has no
+``task_id``; default: the whole catalogue, so TRL can run without a dataset) and
+FIXOS_SEED (when a row has no ``seed``; default: a random seed),
 FIXOS_OUTPUT_CHARS (the tail of a command's output the model sees).
 """
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import threading
 import time
 import weakref
@@ -31,6 +34,7 @@ from typing import Any
 from fixos.api import episode
 from fixos.core.errors import ShellError
 from fixos.episodes import Episode
+from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.schema import SCENARIO_DIR
 
 __all__ = ["FixOSToolEnv", "close", "reward_func"]
@@ -56,9 +60,8 @@ class FixOSToolEnv:
         self._docker_host = cls.docker_host or _setting("FIXOS_DOCKER_HOST", None)
         self._transport = cls.transport or _setting("FIXOS_TRANSPORT", "exec")
         self._default_task = cls.default_task or _setting("FIXOS_TASK", None)
-        self._default_seed = (
-            cls.default_seed if cls.default_seed is not None else int(_setting("FIXOS_SEED", "1"))
-        )
+        seed = _setting("FIXOS_SEED", None)
+        self._default_seed = cls.default_seed if cls.default_seed is not None else seed and int(seed)
         self._output_chars = cls.output_chars or int(_setting("FIXOS_OUTPUT_CHARS", "8000"))
         self._hosts = contextlib.ExitStack()
         """holds the live episode's context (api.episode): closing it removes the hosts."""
@@ -78,13 +81,12 @@ class FixOSToolEnv:
         """Free the previous episode's hosts, start ``task_id`` at ``seed``, return the instruction."""
         with self._lock:
             self._release()
-            task = task_id or self._default_task
-            if not task:
-                raise ValueError("the dataset row has no task_id and FIXOS_TASK is not set")
+            if seed is None:
+                seed = self._default_seed or random.randint(1, 1_000_000)
             live = self._hosts.enter_context(
                 episode(
-                    task,
-                    int(self._default_seed if seed is None else seed),
+                    task_id or self._draw_task(),
+                    int(seed),
                     transport=self._transport,
                     docker_host=self._docker_host,
                     scenario_dir=self._scenario_dir,
@@ -163,6 +165,11 @@ class FixOSToolEnv:
 
     def __exit__(self, *exc: object) -> None:
         close(self)
+
+    def _draw_task(self) -> str:
+        if self._default_task:
+            return random.choice(self._default_task.split(","))
+        return random.choice(list(load_catalog(self._scenario_dir)))
 
     def _release(self) -> None:
         self._episode = None

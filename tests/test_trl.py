@@ -59,10 +59,14 @@ def tools_trl_sees(env: object) -> list[str]:
 
 
 def test_the_contract_without_trl(monkeypatch):
-    monkeypatch.setenv("FIXOS_TASK", "easy_2")
+    monkeypatch.setenv("FIXOS_TASK", "easy_2,hard_1")
+    monkeypatch.setenv("FIXOS_SEED", "5")
     monkeypatch.setenv("FIXOS_TRANSPORT", "ssh")
     env = FixOSToolEnv()  # no argument, no container
-    assert env._default_task == "easy_2" and env._transport == "ssh" and env.live_episode is None
+    assert env._transport == "ssh" and env._default_seed == 5 and env.live_episode is None
+    assert {env._draw_task() for _ in range(40)} == {"easy_2", "hard_1"}
+    monkeypatch.delenv("FIXOS_TASK")
+    assert env._draw_task() in CATALOG and FixOSToolEnv()._draw_task() in CATALOG
     assert tools_trl_sees(env) == ["run"], "a public method would be offered to the model as a tool"
     schema = tool_schema(env.run)
     assert schema["name"] == "run" and schema["description"].startswith("Run a bash command")
