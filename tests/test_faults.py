@@ -29,6 +29,9 @@ CASES = [
     ("connections_exhausted", {}),
     ("memory_hog", {}),
     ("service_killer", {"service": "nginx"}),
+    ("fd_limit", {"service": "nginx"}),
+    ("fd_limit", {"service": "php-fpm"}),
+    ("fpm_pool_broken", {}),
 ]
 
 
