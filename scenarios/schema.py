@@ -10,7 +10,15 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from fixos.core.errors import ScenarioError, UnknownTypeError
 from fixos.scenarios.reading import FileProblem, read_yaml, shown
@@ -25,11 +33,29 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+ROLE_SERVICES: dict[str, list[str]] = {
+    "all": ["nginx", "mariadb", "php8.2-fpm", "ssh"],
+    "web": ["nginx", "ssh"],
+    "app": ["php8.2-fpm", "ssh"],
+    "db": ["mariadb", "ssh"],
+}
+"""what each role runs: ``all`` is the whole shop on one host; the others split it
+web (nginx) -> app (php-fpm on TCP 9000) -> db (MariaDB on TCP 3306)."""
+
+NEEDS = {"web": "app", "app": "db"}
+"""the role each split role passes its requests to."""
+
+
 class HostSpec(_Strict):
     name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")
+    """also the host's DNS name on the episode's private network."""
     image: str = "server"
-    services: list[str] = ["nginx", "mariadb", "php8.2-fpm", "ssh"]
-    """services that must be up before the fault goes in."""
+    role: Literal["all", "web", "app", "db"] = "all"
+    services: list[str] = ROLE_SERVICES["all"]
+    """services that must be up before the fault goes in (default: the role's); the
+    image's other services are disabled at boot (they neither run nor start on restart)."""
+    caps: list[Literal["NET_ADMIN"]] = []
+    """capabilities granted to this host only (a network fault, and its repair, need NET_ADMIN)."""
     memory_mb: int = Field(default=512, ge=128, le=8192)
     cpus: float = Field(default=1.0, gt=0, le=8)
     pids: int = Field(default=512, ge=64, le=32768)
@@ -38,6 +64,13 @@ class HostSpec(_Strict):
     log_disk_inodes: int = Field(default=4096, ge=256, le=1_000_000)
     disk_mb: int = Field(default=2048, ge=256, le=65536)
     """bound on the host's writable filesystem (its container's writable layer)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _services_of_role(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "services" not in data and data.get("role") in ROLE_SERVICES:
+            return {**data, "services": ROLE_SERVICES[data["role"]]}
+        return data
 
 
 class _TypedEntry(_Strict):
@@ -94,10 +127,13 @@ class Scenario(_Strict):
     instruction: str = Field(min_length=10)
     """the symptoms as a user would report them, never the root cause."""
     hosts: list[HostSpec] = Field(min_length=1)
+    login: str | None = None
+    """the host the agent's shell opens on (default: the first host); it can ``ssh`` to the others."""
     faults: list[FaultSpec] = Field(min_length=1)
     checks: list[CheckSpec] = Field(min_length=1)
     solution: str = Field(min_length=1)
-    """the reference repair, a shell script run on the first host; ``{{ f0.key }}``
+    """the reference repair, a shell script run on the login host (``ssh db '...'`` reaches
+    another host); ``{{ f0.key }}``
     names what fault 0 drew from the seed (see fixos.scenarios.solution)."""
     partial_solution: str | None = None
     """a repair of some faults only: must score strictly between 0 and 1."""
@@ -106,6 +142,10 @@ class Scenario(_Strict):
 
     def host_of(self, spec: FaultSpec | CheckSpec) -> str:
         return spec.host or self.hosts[0].name
+
+    @property
+    def login_host(self) -> str:
+        return self.login or self.hosts[0].name
 
     @property
     def fault_types(self) -> list[str]:
@@ -137,7 +177,31 @@ def _first_error(exc: ValidationError) -> tuple[str, str]:
     return _field_path(loc), message
 
 
+def _check_topology(scenario: Scenario) -> tuple[str, str] | None:
+    """Host names unique, ``login`` one of them, and split roles that can serve the shop together."""
+    names = [h.name for h in scenario.hosts]
+    for i, host in enumerate(scenario.hosts):
+        if host.name in names[:i]:
+            return f"hosts[{i}].name", f"duplicate host name {shown(host.name)}"
+    if scenario.login is not None and scenario.login not in names:
+        return "login", f"no host named {shown(scenario.login)} (hosts: {shown(sorted(names))})"
+    roles = [h.role for h in scenario.hosts]
+    for i, host in enumerate(scenario.hosts):
+        if host.role != "all" and roles.count(host.role) > 1:
+            return f"hosts[{i}].role", f"a second {host.role!r} host (at most one host per split role)"
+        needed = NEEDS.get(host.role)
+        if needed is not None and needed not in roles:
+            return f"hosts[{i}].role", (
+                f"a {host.role!r} host needs a host with role {needed!r} to pass requests to "
+                f"(roles: {shown(roles)})"
+            )
+    return None
+
+
 def _check_references(scenario: Scenario) -> tuple[str, str] | None:
+    topology = _check_topology(scenario)
+    if topology:
+        return topology
     names = {h.name for h in scenario.hosts}
     for kind, specs in (("faults", scenario.faults), ("checks", scenario.checks)):
         for i, spec in enumerate(specs):
@@ -164,7 +228,8 @@ def _check_references(scenario: Scenario) -> tuple[str, str] | None:
 def _inherit_steady_state(scenario: Scenario, path: str, checks: Any) -> Scenario:
     """The scenario with the steady state's gates (``fixos.scenarios.steady``) appended, per host."""
     inherited = []
-    for entry in steady_entries([h.name for h in scenario.hosts]):
+    services = {h.name: list(h.services) for h in scenario.hosts}
+    for entry in steady_entries([h.name for h in scenario.hosts], services):
         try:
             inherited.append(CheckSpec.model_validate(entry, context={"checks": checks}))
         except ValidationError as exc:

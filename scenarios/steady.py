@@ -38,16 +38,41 @@ def steady_name(name: str, host: str, hosts: int) -> str:
     return f"{STEADY_PREFIX} {name}" + (f" ({host})" if hosts > 1 else "")
 
 
-def steady_entries(hosts: list[str]) -> list[dict[str, Any]]:
-    """The check entries (as a scenario file spells them) every scenario with these hosts gets."""
+NEEDS_SERVICE = {"database_unchanged": "mariadb", "pages_unchanged": "nginx"}
+"""gates about one service, left out on a host that does not run it (a split topology's)."""
+SERVICE_DAEMONS = {"nginx": "nginx", "php8.2-fpm": "php-fpm8.2", "mariadb": "mariadbd"}
+
+
+def _host_params(entry: dict[str, Any], running: list[str] | None) -> dict[str, Any] | None:
+    """The entry's params on a host running only ``running`` (None: every service)."""
+    if running is not None and entry["type"] == "services_official":
+        daemons = [d for s, d in SERVICE_DAEMONS.items() if s in running]
+        if len(daemons) < len(SERVICE_DAEMONS):
+            return {**(entry.get("params") or {}), "daemons": daemons}
+    return entry.get("params")
+
+
+def _applies(entry: dict[str, Any], running: list[str] | None) -> bool:
+    if running is None:
+        return True
+    if entry["type"] == "services_official":
+        return any(s in running for s in SERVICE_DAEMONS)
+    need = NEEDS_SERVICE.get(entry["type"])
+    return need is None or need in running
+
+
+def steady_entries(hosts: list[str], services: dict[str, list[str]] | None = None) -> list[dict[str, Any]]:
+    """The check entries (as a scenario file spells them) every scenario with these hosts gets;
+    ``services``: what each host runs, when not all of the image's services."""
     return [
         {
             "name": steady_name(entry["name"], host, len(hosts)),
             "type": entry["type"],
             "host": host,
             "scored": False,
-            "params": entry.get("params"),
+            "params": _host_params(entry, (services or {}).get(host)),
         }
         for host in hosts
         for entry in STEADY_STATE
+        if _applies(entry, (services or {}).get(host))
     ]

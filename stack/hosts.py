@@ -31,6 +31,7 @@ from fixos.shells.exec import ExecShell
 from fixos.shells.ssh import SshShell, new_key, public_line
 from fixos.stack.disk_guard import DiskWatch, bounds_of, disk_mode, host_storage_opt, host_ulimits
 from fixos.stack.programs import run_program
+from fixos.stack.roles import ROLE_PROBES, install_peer_key, role_environment
 
 LABEL_RUN = "fixos.run"
 LABEL_OWNER = "fixos.owner"
@@ -254,6 +255,13 @@ class Stack:
             storage_opt=host_storage_opt(disk, spec.disk_mb),
             ulimits=host_ulimits(disk, spec.disk_mb),
             tmpfs={"/var/log": f"size={spec.log_disk_mb}m,nr_inodes={spec.log_disk_inodes},mode=0755"},
+            environment=role_environment(spec, self._specs),
+            # Peers reach each other by host name on the episode's network (aliases survive
+            # the rename of a warm stack, which container names do not).
+            networking_config={
+                self._network.name: self._client.api.create_endpoint_config(aliases=[spec.name])
+            },
+            cap_add=list(spec.caps) or None,
             # No SYS_PTRACE: with it root here could write into the verifier's inspector
             # (/proc/PID/mem), which joins this PID namespace. The cost: `ss -p`, `lsof`
             # and /proc/PID/exe no longer name what a setuid daemon holds (mariadbd);
@@ -270,6 +278,8 @@ class Stack:
     def _wait_ready(self, spec: HostSpec) -> None:
         host = self.hosts[spec.name]
         probes = [READY_PROBES[s] for s in spec.services if s in READY_PROBES]
+        if spec.role in ROLE_PROBES:
+            probes.append(ROLE_PROBES[spec.role].format(name=shlex.quote(spec.name)))
         command = " && ".join(probes) or "true"
         deadline = time.monotonic() + BOOT_TIMEOUT
         hints = " && ".join(f"[ {READY_HINTS[s]} ]" for s in spec.services if s in READY_HINTS) or "true"
@@ -278,6 +288,8 @@ class Stack:
         shell = self._boot_shells[spec.name] = host.shell()
         authorized = shlex.quote(public_line(self._key, f"fixos-{self.episode_id}"))
         shell.run(f"printf '%s\\n' {authorized} > /root/.ssh/authorized_keys", timeout=10)
+        if len(self._specs) > 1:
+            install_peer_key(shell, self._key)
         # `read -t` on a pipe nobody writes is a sleep without a fork.
         shell.run(
             f"exec 9<> <(:); for ((i = 0; i < {int(BOOT_TIMEOUT * 20)}; i++)); do "

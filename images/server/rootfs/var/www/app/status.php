@@ -9,7 +9,9 @@ if ($cfg === false || !isset($cfg['database'])) {
     exit;
 }
 $d = $cfg['database'];
-$db = @mysqli_connect($d['host'], $d['user'], $d['password'], $d['name'], 0, $d['socket']);
+// host = localhost: the socket; any other host (a split db host): TCP on port.
+$db = @mysqli_connect($d['host'], $d['user'], $d['password'], $d['name'],
+    (int)($d['port'] ?? 0), $d['socket'] ?? null);
 if (!$db) {
     http_response_code(503);
     error_log('status: database connection failed: ' . mysqli_connect_error());

@@ -1,6 +1,9 @@
 CREATE DATABASE shop CHARACTER SET utf8mb4;
 CREATE USER 'shop'@'localhost' IDENTIFIED BY 'tidewater-4821';
 GRANT SELECT, INSERT, UPDATE ON shop.* TO 'shop'@'localhost';
+-- A split topology's app host connects over TCP (MariaDB binds the network only on a db host).
+CREATE USER 'shop'@'%' IDENTIFIED BY 'tidewater-4821';
+GRANT SELECT, INSERT, UPDATE ON shop.* TO 'shop'@'%';
 USE shop;
 CREATE TABLE orders (
   id INT PRIMARY KEY,
