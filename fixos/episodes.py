@@ -29,6 +29,7 @@ from fixos.blame import harness_evidence, running
 from fixos.core.errors import BudgetExhausted, FixOSError, ShellError, StackError
 from fixos.core.models import CheckResult, InjectedFault, Step, Verdict
 from fixos.durability import PhaseTimes, durable_verdict
+from fixos.injector.families import families_of
 from fixos.inspection import Looking, failing_disturbed, inspected
 from fixos.phases import break_hosts, check_entries, fault_entries
 from fixos.records.failures import (
@@ -293,6 +294,7 @@ def run_episode(
         difficulty=scenario.difficulty,
         seed=seed,
         agent=agent_name,
+        families=families_of(scenario.fault_types),
         status=EpisodeStatus.invalid,
         reward=None,
         solved=False,

@@ -161,7 +161,7 @@ def _cell(stats: Stats) -> str:
 
 
 def summary_tables(summary: Summary) -> list[Table]:
-    """Per scenario and per difficulty, one column per agent: mean reward · solved %."""
+    """Per scenario, per difficulty and per fault family, one column per agent: mean reward · solved %."""
     agents = summary.agents
     by_scenario = Table(title="FixOS results: mean reward · solved % (steps, wall s, time to repair s)")
     by_scenario.add_column("scenario")
@@ -186,7 +186,13 @@ def summary_tables(summary: Summary) -> list[Table]:
     for difficulty, per_agent in summary.difficulties.items():
         by_difficulty.add_row(difficulty, *(_cell(per_agent[a]) for a in agents))
     by_difficulty.add_row("all", *(_cell(summary.overall[a]) for a in agents))
-    return [by_scenario, by_difficulty]
+    by_family = Table(title="by fault family (an episode counts in each family of its faults)")
+    by_family.add_column("family")
+    for agent in agents:
+        by_family.add_column(agent, justify="right")
+    for family, per_agent in summary.families.items():
+        by_family.add_row(family, *(_cell(per_agent[a]) for a in agents))
+    return [by_scenario, by_difficulty, by_family] if summary.families else [by_scenario, by_difficulty]
 
 
 def validation_table(rows: Sequence[Validation]) -> Table:

@@ -47,6 +47,9 @@ class EpisodeRecord(Saved):
     steps: int
     timings: Timings
     faults: list[InjectedFault] = Field(default_factory=list)
+    families: list[str] = Field(default_factory=list)
+    """the fault families of the scenario's faults (injector.families), each once: the bench
+    reports solve rates per family; known even when the episode is invalid."""
     verdict: Verdict | None = None
     failure: Failure | None = None
     """why it is invalid, or the agent's own crash in an episode still scored."""

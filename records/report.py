@@ -83,6 +83,11 @@ def markdown(summary: Summary, chart_name: str | None) -> str:
     lines.append("| --- " * (len(agents) + 1) + "|")
     for d, per_agent in summary.difficulties.items():
         lines.append(f"| {d} | " + " | ".join(_cell(per_agent[a]) for a in agents) + " |")
+    if summary.families:
+        lines += ["", "## By fault family", "", "An episode counts in each family its faults belong to.", ""]
+        lines += ["| family | " + " | ".join(agents) + " |", "| --- " * (len(agents) + 1) + "|"]
+        for family, per_agent in summary.families.items():
+            lines.append(f"| {family} | " + " | ".join(_cell(per_agent[a]) for a in agents) + " |")
     lines += ["", "## By scenario", ""]
     head = ["scenario", "difficulty"] + [f"{a}: reward (solved)" for a in agents]
     head += [f"{a}: steps / wall s / repair s" for a in agents]

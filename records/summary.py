@@ -1,4 +1,4 @@
-"""summary.json: what a run's episodes add up to per agent, scenario and difficulty,
+"""summary.json: what a run's episodes add up to per agent, scenario, difficulty and fault family,
 and the comparison against an earlier summary that nightly CI relies on."""
 
 from __future__ import annotations
@@ -53,6 +53,9 @@ class Summary(Saved):
     difficulties: dict[str, dict[str, Stats]]
     """difficulty -> agent -> stats."""
     scenarios: dict[str, ScenarioSummary]
+    families: dict[str, dict[str, Stats]] = Field(default_factory=dict)
+    """fault family -> agent -> stats over the episodes whose scenario has a fault of that
+    family (an episode with faults of two families counts in both)."""
     oracle_failures: list[str]
     """episodes where the oracle was scored below 1.0: broken scenarios."""
 
@@ -90,6 +93,10 @@ def summarize(run_id: str, records: Sequence[EpisodeRecord]) -> Summary:
         for d in DIFFICULTIES
         if any(r.difficulty == d for r in records)
     }
+    families = {
+        f: {a: stats([r for r in records if f in r.families and r.agent == a]) for a in agents}
+        for f in sorted({f for r in records for f in r.families})
+    }
     return Summary(
         run_id=run_id,
         agents=agents,
@@ -97,6 +104,7 @@ def summarize(run_id: str, records: Sequence[EpisodeRecord]) -> Summary:
         overall={a: stats([r for r in records if r.agent == a]) for a in agents},
         difficulties=difficulties,
         scenarios=scenarios,
+        families=families,
         oracle_failures=sorted(
             r.episode_id for r in records if r.agent == "oracle" and r.scored and not r.solved
         ),
