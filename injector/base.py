@@ -134,4 +134,5 @@ def inject_all(
 # The fault modules register their classes as they load; loading them here means
 # whoever holds FAULTS holds every type. They import this module, hence the end.
 from fixos.injector import config, database, dependency, disk, permissions, process, service  # noqa: E402, F401
+from fixos.injector import tls  # noqa: E402, F401
 from fixos.injector import limits, php  # noqa: E402, F401

@@ -31,12 +31,13 @@ from fixos.shells.exec import ExecShell
 from fixos.shells.ssh import SshShell, new_key, public_line
 from fixos.stack.disk_guard import DiskWatch, bounds_of, disk_mode, host_storage_opt, host_ulimits
 from fixos.stack.programs import run_program
+from fixos.stack.tls import install as install_tls
 from fixos.stack.roles import ROLE_PROBES, install_peer_key, role_environment
 
 LABEL_RUN = "fixos.run"
 LABEL_OWNER = "fixos.owner"
 LABEL_EPISODE = "fixos.episode"
-PUBLISHED_PORTS = (80, 22)
+PUBLISHED_PORTS = (80, 22, 443)
 BOOT_TIMEOUT = 90.0
 ARCHIVE_LIMIT = 8 * 2**20
 
@@ -237,6 +238,7 @@ class Stack:
             raise StackError(f"cannot start the hosts of {self.episode_id}: {exc}") from None
         for spec in self._specs:
             self._wait_ready(spec)
+            install_tls(self.hosts[spec.name], spec.services, self._boot_shells[spec.name])
 
     def _start(self, spec: HostSpec) -> LiveHost:
         disk = disk_mode(self._client, self._images[spec.image], self._labels)

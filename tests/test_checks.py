@@ -127,6 +127,14 @@ CASES = [
         "pkill -f 'SLEEP.600'",
         "above 20",
     ),
+    Case(
+        "tls_valid",
+        {},
+        "cd /etc/ssl/shop && cp -p shop.crt shop.key /root/ && cp staging.crt shop.crt "
+        "&& cp staging.key shop.key && service nginx reload",
+        "cp -p /root/shop.crt /root/shop.key /etc/ssl/shop/ && service nginx reload",
+        "Hostname mismatch",
+    ),
 ]
 
 

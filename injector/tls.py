@@ -1,0 +1,194 @@
+"""HTTPS broken the way certificate housekeeping breaks it.
+
+What a host's /etc/ssl/shop holds at stack up (``fixos.stack.tls``): the site's
+pair (shop.crt, shop.key), the previous certificate (expired, same key), the
+staging site's pair, and the CA's certificate. The CA's key is never on the host,
+so these faults only move what is there: an operator can always find the healthy
+files again (in the config's history or a backup directory).
+
+Each fault's ``inject`` returns the same keys, so a scenario's solution reads one
+shape: ``variant`` (``config``: nginx's site now names other files; ``file``: the
+live files were replaced, the healthy ones kept in ``backup_dir``), and for the
+config variant ``file``, ``original`` and ``broken`` (the lines as they were and are).
+"""
+
+from __future__ import annotations
+
+import random
+import shlex
+from typing import Any
+
+from fixos.core.models import Outcome
+from fixos.injector.base import FAULTS, Fault, PidWord, plain_pid
+from fixos.injector.config import NGINX_SITE
+from fixos.injector.edit import replace_command, replace_in_file
+from fixos.injector.service import stop_service
+from fixos.shells.base import Shell
+
+SITE_NAME = "shop.tidewater.test"
+STAGING_NAME = "staging.tidewater.test"
+TLS_DIR = "/etc/ssl/shop"
+PAIR_LINES = f"ssl_certificate {TLS_DIR}/shop.crt;\n    ssl_certificate_key {TLS_DIR}/shop.key;"
+BACKUP_DIRS = [f"{TLS_DIR}/backup", "/root/ssl-backup", f"{TLS_DIR}/old-live"]
+
+# The certificate 443 presents for the site's name, as an operator would look at it.
+SERVED = (
+    f"echo | timeout 5 openssl s_client -connect 127.0.0.1:443 -servername {SITE_NAME} 2>/dev/null "
+    "| openssl x509 -noout -subject -enddate -checkend 0 2>&1"
+)
+
+
+def _pair(cert: str, key: str) -> str:
+    return f"ssl_certificate {TLS_DIR}/{cert};\n    ssl_certificate_key {TLS_DIR}/{key};"
+
+
+def _seeded(variant: str, *, original: str = "", broken: str = "", backup_dir: str = "") -> dict[str, Any]:
+    return {
+        "variant": variant,
+        "file": NGINX_SITE,
+        "original": original,
+        "broken": broken,
+        "backup_dir": backup_dir,
+    }
+
+
+class _Swaps:
+    """Shared by the faults below (a mixin, not a Fault: every Fault class is a registered
+    type): the seeded config edit or file swap, and undoing it."""
+
+    def __init__(self, params: Any) -> None:
+        super().__init__(params)
+        self.seeded: dict[str, Any] = {}
+        """what inject drew and did"""
+
+    def _edit(self, shell: Shell, original: str, broken: str) -> dict[str, Any]:
+        replace_in_file(shell, NGINX_SITE, original, broken)
+        return _seeded("config", original=original, broken=broken)
+
+    def _swap(self, shell: Shell, rng: random.Random, replace: str, names: list[str]) -> dict[str, Any]:
+        """Keep ``names`` (files of TLS_DIR) in a backup directory, then run ``replace``."""
+        backup = rng.choice(BACKUP_DIRS)
+        kept = " ".join(f"{TLS_DIR}/{n}" for n in names)
+        result = shell.run(f"mkdir -p -m 700 {backup} && cp -p {kept} {backup}/ && {replace}", timeout=20)
+        if result.exit_code != 0:
+            raise RuntimeError(f"cannot swap the certificates: {result.output.strip()[-200:]}")
+        return _seeded("file", backup_dir=backup)
+
+    def _restore(self, shell: Shell) -> None:
+        s = self.seeded
+        if s.get("variant") == "config":
+            shell.run(replace_command(NGINX_SITE, s["broken"], s["original"]), timeout=10)
+        elif s.get("variant") == "file":
+            backup = shlex.quote(s["backup_dir"])
+            shell.run(f"cp -p {backup}/* {TLS_DIR}/ && rm -rf {backup}", timeout=10)
+
+
+def _served(shell: Shell) -> str:
+    return shell.run(SERVED, timeout=15).output.strip().replace("\n", "; ")
+
+
+def _served_test(expect: str) -> str:
+    """A shell test: 443 serves a certificate whose ``SERVED`` output matches the glob ``expect``."""
+    return f'out=$({SERVED}); case "$out" in {expect}) true ;; *) false ;; esac'
+
+
+@FAULTS.register
+class TlsExpired(_Swaps, Fault):
+    """nginx serves the site's previous certificate, expired: the config names it, or it
+    was copied over the current one (the current one kept in a backup directory)."""
+
+    type = "tls_expired"
+
+    def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
+        if rng.random() < 0.5:
+            old = f"ssl_certificate {TLS_DIR}/shop.crt;"
+            self.seeded = self._edit(shell, old, f"ssl_certificate {TLS_DIR}/shop-previous.crt;")
+        else:
+            restore_old = f"cp {TLS_DIR}/shop-previous.crt {TLS_DIR}/shop.crt"
+            self.seeded = self._swap(shell, rng, restore_old, ["shop.crt"])
+        shell.run("service nginx reload", timeout=30)
+        return self.seeded
+
+    def symptom(self, seeded: dict[str, Any], pid: PidWord = plain_pid) -> str | None:
+        return _served_test(f'*"CN = {SITE_NAME}"*"will expire"*')
+
+    def confirm(self, shell: Shell) -> Outcome:
+        shown = shell.run(self.symptom(self.seeded) or "false", timeout=15)
+        served = _served(shell)
+        return Outcome(shown.exit_code == 0, f"443 serves: {served}")
+
+    def revert(self, shell: Shell) -> None:
+        self._restore(shell)
+        shell.run("service nginx reload", timeout=30)
+
+
+@FAULTS.register
+class TlsWrongName(_Swaps, Fault):
+    """nginx serves the staging site's certificate (and key) for the shop: the config names
+    the staging pair, or the staging pair was copied over the shop's (kept in a backup)."""
+
+    type = "tls_wrong_name"
+
+    def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
+        if rng.random() < 0.5:
+            self.seeded = self._edit(shell, PAIR_LINES, _pair("staging.crt", "staging.key"))
+        else:
+            copy = (
+                f"cp {TLS_DIR}/staging.crt {TLS_DIR}/shop.crt && cp {TLS_DIR}/staging.key {TLS_DIR}/shop.key"
+            )
+            self.seeded = self._swap(shell, rng, copy, ["shop.crt", "shop.key"])
+        shell.run("service nginx reload", timeout=30)
+        return self.seeded
+
+    def symptom(self, seeded: dict[str, Any], pid: PidWord = plain_pid) -> str | None:
+        return _served_test(f'*"CN = {STAGING_NAME}"*')
+
+    def confirm(self, shell: Shell) -> Outcome:
+        shown = shell.run(self.symptom(self.seeded) or "false", timeout=15)
+        served = _served(shell)
+        return Outcome(shown.exit_code == 0, f"443 serves: {served}")
+
+    def revert(self, shell: Shell) -> None:
+        self._restore(shell)
+        shell.run("service nginx reload", timeout=30)
+
+
+@FAULTS.register
+class TlsKeyMismatch(_Swaps, Fault):
+    """The site's key no longer matches its certificate, and nginx was restarted: bookworm's
+    nginx refuses the pair (``SSL_CTX_use_PrivateKey ... key values mismatch``) and stays
+    down. Either the config names the staging key, or a renewal generated a new key over
+    shop.key (with a CSR beside it) that no CA ever signed, the old key kept in a backup."""
+
+    type = "tls_key_mismatch"
+
+    def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
+        # Debian's restart refuses a config that fails its test and keeps the old nginx:
+        # a stop, the change, then a start is how the site goes down.
+        stop_service(shell, "nginx")
+        if rng.random() < 0.5:
+            old = f"ssl_certificate_key {TLS_DIR}/shop.key;"
+            self.seeded = self._edit(shell, old, f"ssl_certificate_key {TLS_DIR}/staging.key;")
+        else:
+            renew = (
+                "openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 2>/dev/null"
+                f" > {TLS_DIR}/shop.key"
+                f" && openssl req -new -key {TLS_DIR}/shop.key -subj /CN={SITE_NAME} -out {TLS_DIR}/shop.csr"
+            )
+            self.seeded = self._swap(shell, rng, renew, ["shop.key"])
+        shell.run("service nginx start", timeout=30)
+        return self.seeded
+
+    def confirm(self, shell: Shell) -> Outcome:
+        status = shell.run("service nginx status", timeout=10)
+        if status.exit_code == 0:
+            return Outcome(False, "nginx still running")
+        test = shell.run("nginx -t 2>&1", timeout=20)
+        if "key values mismatch" not in test.output:
+            return Outcome(False, f"nginx down; `nginx -t` reports no key mismatch: {test.output[-200:]}")
+        emerg = next((line for line in test.output.splitlines() if "emerg" in line), test.output.strip())
+        return Outcome(True, f"nginx down; `nginx -t`: {emerg[:200]}")
+
+    def revert(self, shell: Shell) -> None:
+        self._restore(shell)
+        shell.run(f"rm -f {TLS_DIR}/shop.csr; service nginx start", timeout=30)

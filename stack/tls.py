@@ -1,0 +1,201 @@
+"""The shop's HTTPS: a certificate authority of the episode's own, and its certificates on the host.
+
+At stack up, once nginx is up with the image's placeholder pair, the harness makes a
+CA (its private key exists only in this process's memory, never in any host), issues
+the site's certificate and the few others an operator's ``/etc/ssl/shop`` holds (the
+previous, expired one; the staging site's), writes them with the CA's certificate,
+and reloads nginx; the host counts as ready once 443 serves the new certificate.
+The verifier trusts ``LiveHost.tls.ca_pem``, this process's copy, never a file of the host.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import hashlib
+import shlex
+import socket
+import ssl
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from fixos.core.errors import StackError
+from fixos.shells.base import Shell
+
+SITE_NAME = "shop.tidewater.test"
+STAGING_NAME = "staging.tidewater.test"
+TLS_DIR = "/etc/ssl/shop"
+INSTALL_TIMEOUT = 20.0
+
+_DAY = datetime.timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class SiteTls:
+    """What the harness keeps of a host's HTTPS: the CA to verify against, never its key."""
+
+    name: str
+    ca_pem: str
+    port: int
+    """the published port of 443 on 127.0.0.1"""
+    fingerprint: str
+    """sha256 of the site certificate installed at stack up (DER)"""
+
+
+class EpisodeCA:
+    """A CA made for one host's stack; the key stays in this object."""
+
+    def __init__(self, label: str) -> None:
+        self._key = ec.generate_private_key(ec.SECP256R1())
+        now = datetime.datetime.now(datetime.UTC)
+        name = x509.Name(
+            [
+                x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Tidewater Supply"),
+                x509.NameAttribute(NameOID.COMMON_NAME, f"Tidewater Supply CA {label}"[:64]),
+            ]
+        )
+        self.name = name
+        self.cert = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(self._key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - _DAY)
+            .not_valid_after(now + 3650 * _DAY)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(_usage(ca=True), critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(self._key.public_key()), critical=False)
+            .sign(self._key, hashes.SHA256())
+        )
+
+    def pem(self) -> str:
+        return self.cert.public_bytes(serialization.Encoding.PEM).decode()
+
+    def issue(
+        self, dns_name: str, key: ec.EllipticCurvePrivateKey, not_before: datetime.datetime, days: int
+    ) -> x509.Certificate:
+        """A server certificate for ``dns_name`` over ``key``'s public half."""
+        ca_public = self._key.public_key()
+        return (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_name)]))
+            .issuer_name(self.name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(not_before)
+            .not_valid_after(not_before + days * _DAY)
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(dns_name)]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(_usage(ca=False), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_public), critical=False)
+            .sign(self._key, hashes.SHA256())
+        )
+
+
+def _usage(*, ca: bool) -> x509.KeyUsage:
+    return x509.KeyUsage(
+        digital_signature=not ca,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=ca,
+        crl_sign=ca,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
+def _cert_pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def site_files(ca: EpisodeCA) -> tuple[dict[str, tuple[bytes, int]], x509.Certificate]:
+    """Path -> (content, mode) of everything /etc/ssl/shop holds, and the site's certificate.
+
+    The previous certificate (expired a month ago) shares the current key, as a
+    renewal that kept its key leaves it; the staging site has a pair of its own.
+    """
+    now = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+    site_key, staging_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    current = ca.issue(SITE_NAME, site_key, now - _DAY, 90)
+    previous = ca.issue(SITE_NAME, site_key, now - 120 * _DAY, 90)
+    staging = ca.issue(STAGING_NAME, staging_key, now - 10 * _DAY, 90)
+    files = {
+        f"{TLS_DIR}/ca.crt": (ca.pem().encode(), 0o644),
+        f"{TLS_DIR}/shop.crt": (_cert_pem(current), 0o644),
+        f"{TLS_DIR}/shop.key": (_key_pem(site_key), 0o600),
+        f"{TLS_DIR}/shop-previous.crt": (_cert_pem(previous), 0o644),
+        f"{TLS_DIR}/staging.crt": (_cert_pem(staging), 0o644),
+        f"{TLS_DIR}/staging.key": (_key_pem(staging_key), 0o600),
+    }
+    return files, current
+
+
+def _write_command(files: dict[str, tuple[bytes, int]]) -> str:
+    """One shell line writing every file (root:root, its mode) through a temporary beside it."""
+    parts = [f"mkdir -p {TLS_DIR} && chmod 755 {TLS_DIR}"]
+    for path, (content, mode) in files.items():
+        tmp = shlex.quote(path + ".new")
+        parts.append(
+            f"(umask 077 && printf %s {base64.b64encode(content).decode()} | base64 -d > {tmp}) "
+            f"&& chown root:root {tmp} && chmod {mode:o} {tmp} && mv -f {tmp} {shlex.quote(path)}"
+        )
+    # Operators and agents reach the site by its name (curl --cacert /etc/ssl/shop/ca.crt).
+    parts.append(f"{{ grep -q ' {SITE_NAME}$' /etc/hosts || echo '127.0.0.1 {SITE_NAME}' >> /etc/hosts; }}")
+    parts.append("kill -HUP $(cat /run/nginx.pid)")
+    return " && ".join(parts)
+
+
+def served_certificate(port: int, name: str = SITE_NAME, timeout: float = 3.0) -> bytes | None:
+    """The certificate 127.0.0.1:``port`` presents for ``name`` (DER), unverified; None if no handshake."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw,
+            context.wrap_socket(raw, server_hostname=name) as tls,
+        ):
+            return tls.getpeercert(binary_form=True)
+    except (OSError, ssl.SSLError):
+        return None
+
+
+def install(host: Any, services: list[str], shell: Shell) -> SiteTls | None:
+    """Give the host's nginx the episode's certificates and wait until 443 serves them.
+
+    ``host`` is the stack's ``LiveHost``; the result is also set as its ``tls``. A host
+    without nginx, or without 443 published, gets nothing (None).
+    """
+    port = host.handle.ports.get(443)
+    if "nginx" not in services or port is None:
+        return None
+    ca = EpisodeCA(host.handle.container_id[:12])
+    files, current = site_files(ca)
+    result = shell.run(_write_command(files), timeout=30)
+    if not result.ok:
+        raise StackError(f"cannot install the certificates on {host.name}: {result.output.strip()[-200:]}")
+    wanted = current.public_bytes(serialization.Encoding.DER)
+    deadline = time.monotonic() + INSTALL_TIMEOUT
+    while served_certificate(port) != wanted:  # the reload starts new workers a moment later
+        if time.monotonic() > deadline:
+            raise StackError(f"nginx on {host.name} does not serve the episode's certificate after a reload")
+        time.sleep(0.05)
+    site = SiteTls(SITE_NAME, ca.pem(), port, hashlib.sha256(wanted).hexdigest())
+    host.tls = site
+    return site
