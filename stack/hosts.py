@@ -31,8 +31,8 @@ from fixos.shells.exec import ExecShell
 from fixos.shells.ssh import SshShell, new_key, public_line
 from fixos.stack.disk_guard import DiskWatch, bounds_of, disk_mode, host_storage_opt, host_ulimits
 from fixos.stack.programs import run_program
-from fixos.stack.tls import install as install_tls
 from fixos.stack.roles import ROLE_PROBES, install_peer_key, role_environment
+from fixos.stack.tls import install as install_tls
 
 LABEL_RUN = "fixos.run"
 LABEL_OWNER = "fixos.owner"
