@@ -102,6 +102,7 @@ class FdLimit(Fault):
             "limit": limit,
             "original": self.original,
             "broken": self.broken,
+            "undo": undo_sed(self.original, self.broken),
         }
 
     def confirm(self, shell: Shell) -> Outcome:
@@ -150,6 +151,30 @@ def _listeners(shell: Shell) -> int:
     if not match:
         raise InvalidEpisode(f"cannot count nginx's listening sockets: {out.strip()[-200:]}")
     return int(match.group(1))
+
+
+def sed_regex(line: str) -> str:
+    """``line`` as a GNU sed basic regex matching only itself (``|`` delimits)."""
+    return "".join("\\" + c if c in ".[]*^$\\|" else c for c in line).replace("\t", "\\t")
+
+
+def sed_text(line: str) -> str:
+    """``line`` as a GNU sed replacement standing for itself (``|`` delimits)."""
+    return "".join("\\" + c if c in "\\&|" else c for c in line).replace("\t", "\\t")
+
+
+def undo_sed(original: str, broken: str) -> str:
+    """A sed script turning the ``broken`` lines back into the ``original`` one: the
+    lines inject added go, the changed one gets its old text (for the oracle)."""
+    kept = original.split("\n")
+    added = [line for line in broken.split("\n") if line not in kept]
+    *extra, changed = added
+    commands = [f"\\|^{sed_regex(line)}$|d" for line in extra]
+    if original in broken.split("\n"):
+        commands.append(f"\\|^{sed_regex(changed)}$|d")
+    else:
+        commands.append(f"s|^{sed_regex(changed)}$|{sed_text(original)}|")
+    return ";".join(commands)
 
 
 def _literal(text: str) -> str:

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 from fixos.core.errors import InvalidEpisode
 from fixos.core.models import Outcome
 from fixos.injector.base import FAULTS, Fault, FaultParams
+from fixos.injector.limits import sed_regex, sed_text
 from fixos.injector.service import stop_service
 from fixos.shells.base import Shell
 
@@ -127,6 +128,7 @@ class FpmPoolBroken(Fault):
             "broken": "\n".join(b for _, b in self.lines),
             "original": "\n".join(o for o, _ in self.lines),
             "lines": [{"original": o, "broken": b} for o, b in self.lines],
+            "undo": ";".join(f"s|^{sed_regex(b)}$|{sed_text(o)}|" for o, b in self.lines),
         }
 
     def confirm(self, shell: Shell) -> Outcome:
