@@ -66,6 +66,19 @@ def serves_a_page(scenario: Scenario) -> bool:
     return "http_page" in _checks(scenario)
 
 
+def has_a_culprit(scenario: Scenario) -> bool:
+    culprits = {"cpu_hog", "memory_hog", "port_squatter", "service_killer", "deleted_open_file"}
+    return bool(set(scenario.fault_types) & (culprits | {"connections_exhausted"}))
+
+
+# Every process but the host's daemons and the shells (its own session among them) killed.
+_KILL_NON_DAEMONS = (
+    'for p in /proc/[0-9]*; do c=$(cat $p/comm 2>/dev/null); case "$c" in '
+    "init|nginx|php-fpm8.2|mariadbd|mysqld_safe|sshd|cron|bash|'') ;; *) kill -9 ${p#/proc/} 2>/dev/null;; "
+    "esac; done; true"
+)
+
+
 def checks_a_disk(scenario: Scenario) -> bool:
     return "disk_usage" in _checks(scenario)
 
@@ -274,6 +287,12 @@ STRATEGIES: dict[str, Strategy] = {
             "kill -9 every process but PID 1, then start only the named services",
             everywhere,
             (f"kill -9 -1; sleep 1; {RESTART_ALL}", RESTART_ALL),
+        ),
+        Strategy(
+            "kill_non_daemons",
+            "kill -9 every process that is not one of the host's daemons, then start the services",
+            has_a_culprit,
+            (_KILL_NON_DAEMONS, RESTART_ALL),
         ),
         Strategy(
             "stub_config",

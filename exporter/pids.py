@@ -4,8 +4,10 @@ The replay forks its way up to each pinned PID, but the host keeps forking on
 its own meanwhile (a batch job's clients, MariaDB's threads), so now and then
 the pinned process lands a few PIDs further on. Everything an exported task
 runs against such a process (the reference repair, the settle waits) asks
-``pid_of NAME PID`` instead of trusting the number: the pinned PID when it
-runs NAME, else the oldest process running ``/usr/local/bin/NAME``.
+``pid_of PROGRAM PID`` instead of trusting the number: the pinned PID when it
+runs PROGRAM's name, else the oldest process running PROGRAM (its path as the
+fault recorded it; a bare name is in /usr/local/bin). Never by name alone: the
+host runs innocent programs that share a culprit's name.
 """
 
 from __future__ import annotations
@@ -18,17 +20,20 @@ from fixos.core.models import InjectedFault
 from fixos.scenarios.solution import Verbatim
 
 PID_OF = (
-    "pid_of() {  # NAME PID: where the replay's process NAME runs (see exporter/pids.py)\n"
-    '    if [ "$(cat /proc/$2/comm 2>/dev/null)" = "${1:0:15}" ]; then echo "$2"; return; fi\n'
-    '    pgrep -o -f "^([^ ]+ )?/usr/local/bin/$1( |\\$)"\n'
+    "pid_of() {  # PROGRAM PID: where the replay's PROGRAM runs (see exporter/pids.py)\n"
+    '    local path="$1"; [ "${path#/}" != "$path" ] || path="/usr/local/bin/$1"\n'
+    '    local name="${path##*/}"\n'
+    '    if [ "$(cat /proc/$2/comm 2>/dev/null)" = "${name:0:15}" ]; then echo "$2"; return; fi\n'
+    '    pgrep -o -f "^([^ ]+ )?$path( |\\$)"\n'
     "}\n"
 )
 """the bash function every script that names a fault's PID defines first."""
 
 
-def pid_of(name: str, pid: int) -> str:
-    """A shell word for the PID of ``name``'s process, pinned at ``pid`` at export."""
-    return f'"$(pid_of {shlex.quote(name)} {int(pid)})"'
+def pid_of(program: str, pid: int) -> str:
+    """A shell word for the PID of ``program``'s process (its path, or a bare name
+    in /usr/local/bin), pinned at ``pid`` at export."""
+    return f'"$(pid_of {shlex.quote(program)} {int(pid)})"'
 
 
 def _located(value: Any) -> Any:
@@ -37,7 +42,7 @@ def _located(value: Any) -> Any:
     if isinstance(value, dict):
         out = {k: _located(v) for k, v in value.items()}
         if isinstance(value.get("name"), str) and isinstance(value.get("pid"), int):
-            out["pid"] = Verbatim(pid_of(value["name"], value["pid"]))
+            out["pid"] = Verbatim(pid_of(value.get("path") or value["name"], value["pid"]))
         return out
     return value
 

@@ -10,6 +10,7 @@ from typing import Any
 from fixos.core.models import Outcome
 from fixos.injector.base import FAULTS, Fault, FaultParams, PidWord, plain_pid
 from fixos.injector.edit import install_script, spawn_with_pid
+from fixos.injector.process import culprit_path
 from fixos.shells.base import Shell
 
 _REPORT_JOB = """#!/bin/sh
@@ -40,7 +41,8 @@ class ConnectionsExhausted(Fault):
     def __init__(self, params: FaultParams) -> None:
         super().__init__(params)
         self.name = ""
-        """the batch job's program and its database password, drawn from the seed"""
+        """the batch job's program, where it is installed and its database password, drawn from the seed"""
+        self.path = ""
         self.password = ""
         self.limit = 0
         """MariaDB's max_connections, read by prepare"""
@@ -49,6 +51,7 @@ class ConnectionsExhausted(Fault):
 
     def prepare(self, shell: Shell, rng: random.Random) -> None:
         self.name = rng.choice(["sales-report", "nightly-export", "bi-extract"])
+        self.path = culprit_path(rng, self.name)
         self.password = "".join(rng.choice("abcdefghjkmnpqrstuvwxyz23456789") for _ in range(10))
         limit = int(shell.run("mariadb -N -e 'SELECT @@max_connections'").output.strip())
         body = _REPORT_JOB.format(n=limit + 2, password=self.password)
@@ -56,12 +59,12 @@ class ConnectionsExhausted(Fault):
             "mariadb -e \"CREATE USER IF NOT EXISTS 'reports'@'localhost' "
             f"IDENTIFIED BY '{self.password}'; GRANT SELECT ON shop.* TO 'reports'@'localhost'\""
         )
-        install_script(shell, f"/usr/local/bin/{self.name}", body)
+        install_script(shell, self.path, body)
         self.limit = limit
 
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
-        self.pid = spawn_with_pid(shell, f"/usr/local/bin/{self.name}", None)
-        return {"name": self.name, "pid": self.pid}
+        self.pid = spawn_with_pid(shell, self.path, None)
+        return {"name": self.name, "pid": self.pid, "path": self.path}
 
     def symptom(self, seeded: Mapping[str, Any], pid: PidWord = plain_pid) -> str:
         # Every ordinary slot taken, so any ordinary client (the app included) gets
@@ -77,6 +80,4 @@ class ConnectionsExhausted(Fault):
         )
 
     def revert(self, shell: Shell) -> None:
-        shell.run(
-            f"pkill -f '^/bin/sh /usr/local/bin/{self.name}'; mariadb -e 'KILL USER reports'", timeout=15
-        )
+        shell.run(f"pkill -f '^/bin/sh {self.path}'; mariadb -e 'KILL USER reports'", timeout=15)

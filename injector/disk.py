@@ -12,6 +12,7 @@ from fixos.core.errors import InvalidEpisode
 from fixos.core.models import Outcome
 from fixos.injector.base import FAULTS, Fault, FaultParams
 from fixos.injector.edit import install_script
+from fixos.injector.process import culprit_path
 from fixos.shells.base import Shell
 
 # Where junk really piles up on a box like this, and what it looks like inside.
@@ -136,7 +137,9 @@ class DeletedOpenFile(Fault):
     def __init__(self, params: FaultParams) -> None:
         super().__init__(params)
         self.name = ""
-        """the holder's program, drawn from the seed, as are the log it holds and its junk line"""
+        """the holder's program and where it is installed, drawn from the seed, as are the log
+        it holds and its junk line"""
+        self.path = ""
         self.log = ""
         self.line = ""
         self.pid: int | None = None
@@ -145,14 +148,13 @@ class DeletedOpenFile(Fault):
     def prepare(self, shell: Shell, rng: random.Random) -> None:
         self.name, self.log = rng.choice(HOLDERS)
         shell.run(f"mkdir -p $(dirname {self.log})")
-        install_script(shell, f"/usr/local/bin/{self.name}", _HOLDER.format(log=self.log))
+        self.path = culprit_path(rng, self.name)
+        install_script(shell, self.path, _HOLDER.format(log=self.log))
         self.line = rng.choice(JUNK)[1]
 
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
         self.pid = int(
-            shell.run(
-                f"setsid /usr/local/bin/{self.name} </dev/null >/dev/null 2>&1 & echo $!"
-            ).output.split()[-1]
+            shell.run(f"setsid {self.path} </dev/null >/dev/null 2>&1 & echo $!").output.split()[-1]
         )
         shell.run(f"for i in $(seq 1 50); do [ -e {self.log} ] && break; sleep 0.05; done")
         size, used, _ = _df(shell, self.params.path)
@@ -162,7 +164,7 @@ class DeletedOpenFile(Fault):
         # `;`, not `&&`: under a session's pipefail `yes` ends by SIGPIPE (141) and the file
         # stayed; a short write shows in confirm's df figure anyway.
         shell.run(f"yes {shlex.quote(self.line)} | head -c {need} >> {quoted}; rm -f {quoted}", timeout=60)
-        return {"name": self.name, "pid": self.pid, "file": self.log, "bytes": need}
+        return {"name": self.name, "pid": self.pid, "path": self.path, "file": self.log, "bytes": need}
 
     def confirm(self, shell: Shell) -> Outcome:
         pct = _percent(shell, self.params.path)

@@ -1,4 +1,10 @@
-"""Rogue processes: CPU hogs and a squatter on a service's port."""
+"""Rogue processes: CPU hogs, a memory hog, a squatter on a service's port, a watchdog.
+
+Culprits live where real ones do (``culprit_path``): a vendor's /opt tree, a
+site's /srv, a package's /usr/lib, an operator's home, /usr/local/bin. The
+healthy host runs innocent programs in such places too (``INNOCENT_PROGRAMS``),
+some with the same names, so neither a path nor a name gives a culprit away.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +21,40 @@ from fixos.injector.edit import install_script, spawn_with_pid
 from fixos.injector.service import stop_service
 from fixos.shells.base import Shell
 from fixos.shells.probes import sample_cpu
+
+INNOCENT_PROGRAMS = {
+    "/opt/nodewatch/bin/metrics-agent",
+    "/usr/lib/shop/queue-worker",
+    "/usr/local/bin/log-shipper",
+    "/usr/local/sbin/shop-backup",
+}
+"""the healthy host's own background programs (images/server/rootfs): never a culprit's path"""
+
+_CULPRIT_DIRS = [
+    "/usr/local/bin",
+    "/opt/{vendor}/bin",
+    "/opt/{vendor}/{name}",
+    "/srv/{site}/bin",
+    "/usr/lib/{name}",
+    "/usr/lib/shop",
+    "/home/deploy/bin",
+    "/home/deploy/.local/bin",
+]
+_VENDORS = ["nodewatch", "acme", "reportly", "datapipe", "shoptools"]
+_SITES = ["shop", "jobs", "legacy", "admin"]
+
+
+def culprit_path(rng: random.Random, name: str) -> str:
+    """Where a culprit program ``name`` is installed, drawn from the seed: never
+    where one of the host's innocent programs lives."""
+    while True:
+        folder = rng.choice(_CULPRIT_DIRS).format(
+            vendor=rng.choice(_VENDORS), site=rng.choice(_SITES), name=name
+        )
+        path = f"{folder}/{name}"
+        if path not in INNOCENT_PROGRAMS:
+            return path
+
 
 HOG_NAMES = [
     "report-builder",
@@ -47,24 +87,25 @@ class CpuHog(Fault):
     def __init__(self, params: FaultParams) -> None:
         super().__init__(params)
         self.names: list[str] = []
-        """the hogs' programs, drawn from the seed"""
+        """the hogs' programs and where they are installed, drawn from the seed"""
+        self.paths: list[str] = []
         self.hogs: list[tuple[str, int]] = []
         """(program, PID) of each hog inject started"""
 
     def prepare(self, shell: Shell, rng: random.Random) -> None:
         count = len(self.params.pids) if self.params.pids else self.params.count
         self.names = rng.sample(HOG_NAMES, count)
-        for name in self.names:
-            install_script(shell, f"/usr/local/bin/{name}", "#!/bin/sh\n# batch job\nwhile :; do :; done\n")
+        self.paths = [culprit_path(rng, name) for name in self.names]
+        for path in self.paths:
+            install_script(shell, path, "#!/bin/sh\n# batch job\nwhile :; do :; done\n")
 
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
         self.hogs = []
         for i, name in enumerate(self.names):
-            pid = spawn_with_pid(
-                shell, f"/usr/local/bin/{name}", self.params.pids[i] if self.params.pids else None
-            )
+            pid = spawn_with_pid(shell, self.paths[i], self.params.pids[i] if self.params.pids else None)
             self.hogs.append((name, pid))
-        return {"processes": [{"name": n, "pid": p} for n, p in self.hogs]}
+        rows = zip(self.hogs, self.paths, strict=True)
+        return {"processes": [{"name": n, "pid": p, "path": path} for (n, p), path in rows]}
 
     def confirm(self, shell: Shell) -> Outcome:
         if not self.hogs:
@@ -111,17 +152,19 @@ class PortSquatter(Fault):
     def __init__(self, params: FaultParams) -> None:
         super().__init__(params)
         self.name = ""
-        """the squatter's program, drawn from the seed"""
+        """the squatter's program and where it is installed, drawn from the seed"""
+        self.path = ""
         self.pid: int | None = None
         """where inject started it"""
 
     def prepare(self, shell: Shell, rng: random.Random) -> None:
         self.name = rng.choice(SQUATTER_NAMES)
-        install_script(shell, f"/usr/local/bin/{self.name}", _SQUATTER.format(port=self.params.port))
+        self.path = culprit_path(rng, self.name)
+        install_script(shell, self.path, _SQUATTER.format(port=self.params.port))
         stop_service(shell, self.params.service)
 
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
-        self.pid = spawn_with_pid(shell, f"/usr/local/bin/{self.name}", self.params.pid)
+        self.pid = spawn_with_pid(shell, self.path, self.params.pid)
         shell.run(
             f"for i in $(seq 1 50); do ss -Hltn 'sport = :{self.params.port}' | grep -q . && break; "
             "sleep 0.1; done",
@@ -129,7 +172,7 @@ class PortSquatter(Fault):
         )
         # The restart an operator would try: it fails on bind() and says so in the log.
         shell.run(f"service {self.params.service} start", timeout=30)
-        return {"name": self.name, "pid": self.pid}
+        return {"name": self.name, "pid": self.pid, "path": self.path}
 
     def confirm(self, shell: Shell) -> Outcome:
         owners = shell.run(f"ss -Hltnp 'sport = :{self.params.port}'", timeout=5).output
@@ -146,6 +189,12 @@ class PortSquatter(Fault):
     def revert(self, shell: Shell) -> None:
         if self.pid is not None:
             shell.run(f"kill -KILL {self.pid}; service {self.params.service} start", timeout=30)
+
+
+def located(seeded: Mapping[str, Any]) -> str:
+    """What a ``PidWord`` is told to find a seeded process by: its program's path
+    (a bare name, in /usr/local/bin, for faults recorded before paths were seeded)."""
+    return str(seeded.get("path") or seeded["name"])
 
 
 _RSS_MB = "awk '/VmRSS/ {{print int($2/1024)}}' /proc/{pid}/status"
@@ -171,28 +220,31 @@ class MemoryHog(Fault):
     def __init__(self, params: FaultParams) -> None:
         super().__init__(params)
         self.name = ""
-        """the hog's program and the MB it fills, drawn from the seed"""
+        """the hog's program, where it is installed and the MB it fills, drawn from the seed"""
+        self.path = ""
         self.mb = 0
         self.pid: int | None = None
         """where inject started it"""
 
     def prepare(self, shell: Shell, rng: random.Random) -> None:
-        self.name = rng.choice(["catalog-cache", "image-resizer", "session-store", "search-index"])
+        self.name = rng.choice(
+            ["catalog-cache", "image-resizer", "session-store", "search-index", "queue-worker"]
+        )
+        self.path = culprit_path(rng, self.name)
         self.mb = rng.randint(self.params.min_mb, self.params.max_mb)
-        install_script(shell, f"/usr/local/bin/{self.name}", _MEMORY_HOG.format(mb=self.mb))
+        install_script(shell, self.path, _MEMORY_HOG.format(mb=self.mb))
 
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
-        self.pid = spawn_with_pid(shell, f"/usr/local/bin/{self.name}", None)
+        self.pid = spawn_with_pid(shell, self.path, None)
         return self._seeded()
 
     def _seeded(self) -> dict[str, Any]:
-        return {"name": self.name, "pid": self.pid, "mb": self.mb}
+        return {"name": self.name, "pid": self.pid, "path": self.path, "mb": self.mb}
 
     def symptom(self, seeded: Mapping[str, Any], pid: PidWord = plain_pid) -> str:
         # Filling takes a moment: the hog holds nine tenths of what it was told to.
-        return (
-            f'[ "$({_RSS_MB.format(pid=pid(seeded["name"], seeded["pid"]))})" -ge {int(seeded["mb"] * 0.9)} ]'
-        )
+        rss = _RSS_MB.format(pid=pid(located(seeded), seeded["pid"]))
+        return f'[ "$({rss})" -ge {int(seeded["mb"] * 0.9)} ]'
 
     def confirm(self, shell: Shell) -> Outcome:
         if self.pid is None:
@@ -230,31 +282,33 @@ class ServiceKiller(Fault):
     def __init__(self, params: FaultParams) -> None:
         super().__init__(params)
         self.name = ""
-        """the watchdog's program, drawn from the seed"""
+        """the watchdog's program and where it is installed, drawn from the seed"""
+        self.path = ""
         self.pid: int | None = None
         """where inject started it"""
 
     def prepare(self, shell: Shell, rng: random.Random) -> None:
         self.name = rng.choice(["web-watchdog", "hosting-agent", "uptime-guard", "site-keeper"])
+        self.path = culprit_path(rng, self.name)
         install_script(
             shell,
-            f"/usr/local/bin/{self.name}",
+            self.path,
             _KILLER.format(interval=self.params.interval, program=self.params.service),
         )
 
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
-        self.pid = spawn_with_pid(shell, f"/usr/local/bin/{self.name}", None)
-        return {"name": self.name, "pid": self.pid}
+        self.pid = spawn_with_pid(shell, self.path, None)
+        return {"name": self.name, "pid": self.pid, "path": self.path}
 
     def symptom(self, seeded: Mapping[str, Any], pid: PidWord = plain_pid) -> str:
         # The service is down only after the watchdog's first round; it must still be there.
         service = shlex.quote(self.params.service)
-        return f"! service {service} status >/dev/null 2>&1 && kill -0 {pid(seeded['name'], seeded['pid'])}"
+        return f"! service {service} status >/dev/null 2>&1 && kill -0 {pid(located(seeded), seeded['pid'])}"
 
     def confirm(self, shell: Shell) -> Outcome:
         if self.pid is None:
             return Outcome(False, f"{self.name or 'the watchdog'} not started")
-        ok = shell.run(self.symptom({"name": self.name, "pid": self.pid})).ok
+        ok = shell.run(self.symptom({"name": self.name, "pid": self.pid, "path": self.path})).ok
         return Outcome(ok, f"{self.name} (PID {self.pid}) keeps killing {self.params.service}")
 
     def revert(self, shell: Shell) -> None:

@@ -57,6 +57,7 @@ REPRESENTATIVE: dict[str, str] = {
     "kill_shell": "easy_1",
     "kill_everything": "easy_1",  # 1.0 before the every-program gate
     "stub_config": "medium_2",  # 1.0 before the config gates
+    "kill_non_daemons": "easy_4",  # 1.0 before the healthy host ran programs of its own
 }
 """strategy -> the scenario CI runs it on."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fixos.episodes import Episode
+from fixos.injector.process import INNOCENT_PROGRAMS
 from fixos.scenarios.catalog import load_catalog
 
 pytestmark = pytest.mark.live
@@ -26,9 +27,10 @@ def world(client, images, run_id, scenario_id: str, seed: int) -> dict:
             "seeded": [f.seeded for f in ep.faults],
             "files": {path: host.read_file(path) for path in WATCHED},
             "junk": shell.run("find /var/log -type f -size +64k -printf '%p %s\\n' | sort").output,
-            "rogues": shell.run(
-                "for p in /proc/[0-9]*; do c=$(cat $p/comm 2>/dev/null); "
-                "[ -f /usr/local/bin/$c ] && echo ${p#/proc/} $c; done | sort -n"
+            "rogues": shell.run(  # scripts running that the healthy host does not run
+                "for p in /proc/[0-9]*; do a=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null); case \"$a\" in "
+                "'/bin/sh /'*|'/usr/bin/perl /'*) echo ${p#/proc/} $a;; esac; done | sort -n | grep -vF "
+                + " ".join(f"-e {path}" for path in sorted(INNOCENT_PROGRAMS))
             ).output,
         }
 
