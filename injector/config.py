@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import shlex
 from typing import Any, Literal, NamedTuple
 
 from fixos.core.models import Outcome
@@ -87,6 +88,12 @@ class ConfigBroken(Fault):
         status = shell.run(f"service {service} status", timeout=10)
         if status.exit_code == 0:
             return Outcome(False, f"{service} still running")
+        # The edit itself must be in place: whatever else is broken, the
+        # daemon's config test fails on this file's injected line.
+        if self.edit is not None:
+            edited = shell.run(f"grep -qF -- {shlex.quote(self.edit.broken)} {shlex.quote(self.edit.file)}")
+            if not edited.ok:
+                return Outcome(False, f"{self.edit.file} no longer holds {self.edit.broken.strip()!r}")
         test = "nginx -t" if service == "nginx" else "mariadbd --help --verbose >/dev/null"
         check = shell.run(test, timeout=20)
         if check.exit_code == 0:

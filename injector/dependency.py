@@ -8,6 +8,7 @@ grants, socket path, host). ``web_app``: nginx cannot reach the PHP app
 from __future__ import annotations
 
 import random
+import shlex
 from typing import Any, Literal, NamedTuple
 
 from fixos.core.errors import InvalidEpisode
@@ -73,6 +74,12 @@ def _variants(rng: random.Random) -> dict[str, list[Variant]]:
     }
 
 
+_PASSWORD_MATCHES = (
+    "SELECT JSON_VALUE(Priv, '$.authentication_string') = PASSWORD('" + PASSWORD + "') "
+    "FROM mysql.global_priv WHERE User = 'shop' AND Host = 'localhost'"
+)
+_GRANTS = "SHOW GRANTS FOR 'shop'@'localhost'"
+
 _PROBES = {
     # Connect with the app's own settings, as status.php does.
     "app_db": (
@@ -85,6 +92,24 @@ _PROBES = {
         "su -s /bin/sh www-data -c 'test -S /run/php/php8.2-fpm.sock && "
         "test -w /run/php/php8.2-fpm.sock' && service php8.2-fpm status"
     ),
+}
+
+
+def _sql_says(statement: str) -> str:
+    return f"mariadb -N -e {shlex.quote(statement)}"
+
+
+# A shell test per variant that succeeds while that very break is in place,
+# read from the database (as root) or the config file, never through the page:
+# another fault (MariaDB's connections all taken, nginx down) may fail the page too.
+_IN_PLACE = {
+    "password rotated in the database only": f'[ "$({_sql_says(_PASSWORD_MATCHES)})" = 0 ]',
+    "grants revoked": f"g=$({_sql_says(_GRANTS)}) && ! printf '%s' \"$g\" | grep -q 'SELECT.*shop'",
+    "socket path wrong": f"grep -q 'mysqld/mariadb.sock' {APP_INI}",
+    "database host wrong": f"grep -q '^host = ' {APP_INI} && ! grep -qx 'host = localhost' {APP_INI}",
+    "php-fpm stopped": "! service php8.2-fpm status >/dev/null 2>&1",
+    "php-fpm socket moved": f"grep -qx 'listen = /run/php/php-fpm.sock' {FPM_POOL}",
+    "php-fpm socket not readable by nginx": f"grep -qx 'listen.owner = root' {FPM_POOL}",
 }
 
 
@@ -117,6 +142,8 @@ class DependencyBroken(Fault):
         variant = self.variant.name if self.variant else "not broken yet"
         if result.exit_code == 0:
             return Outcome(False, f"{self.params.link} link still works ({variant})")
+        if self.variant is None or not shell.run(_IN_PLACE[self.variant.name], timeout=15).ok:
+            return Outcome(False, f"{variant}: not in place (the link fails for another reason)")
         last = result.output.strip().splitlines()[-1:] or [""]
         return Outcome(True, f"{variant}: {last[0][:160]}")
 

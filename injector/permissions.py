@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import shlex
 from typing import Any, Literal
 
 from fixos.core.models import Outcome
@@ -23,6 +24,21 @@ VARIANTS = {
         "chown -R root:root /var/lib/mysql/shop /var/lib/mysql/ibdata1",
     ],
 }
+
+# What the daemon's user must be able to do on a healthy host; every variant takes one away.
+_ACCESS = {
+    "web_root": ("www-data", "test -r /var/www/shop/index.html && test -r /var/www/shop/style.css"),
+    "datadir": (
+        "mysql",
+        "test -w /var/lib/mysql && test -x /var/lib/mysql/shop && test -w /var/lib/mysql/ibdata1",
+    ),
+}
+
+
+def _access_test(target: str) -> str:
+    """A shell test that succeeds while the daemon's user still has its access (no PAM, no login)."""
+    user, test = _ACCESS[target]
+    return f"setpriv --reuid={user} --regid={user} --clear-groups sh -c {shlex.quote(test)}"
 
 
 @FAULTS.register
@@ -50,12 +66,17 @@ class PermissionsBroken(Fault):
         return {"command": self.command}
 
     def confirm(self, shell: Shell) -> Outcome:
+        # Proven as the daemon's own user, not through a page: another fault may
+        # keep nginx down (GET / -> 000), and this one is there all the same.
+        user, _ = _ACCESS[self.params.target]
+        denied = not shell.run(_access_test(self.params.target), timeout=10).ok
         if self.params.target == "datadir":
             status = shell.run("service mariadb status")
-            ok = status.exit_code != 0
-            return Outcome(ok, f"after `{self.command}`: mariadb status exit {status.exit_code}")
-        code = shell.run("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1/").output.strip()
-        return Outcome(code == "403", f"after `{self.command}`: GET / -> {code}")
+            ok = denied and status.exit_code != 0
+            return Outcome(
+                ok, f"after `{self.command}`: {user} denied {denied}; mariadb status exit {status.exit_code}"
+            )
+        return Outcome(denied, f"after `{self.command}`: {user} can read the home page: {not denied}")
 
     def revert(self, shell: Shell) -> None:
         shell.run(

@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from fixos.core.errors import ScenarioError, UnknownTypeError
+from fixos.injector.conflicts import first_conflict
 from fixos.scenarios.reading import FileProblem, read_yaml, shown
 from fixos.scenarios.steady import STEADY_PREFIX, steady_entries
 
@@ -225,6 +226,18 @@ def _check_references(scenario: Scenario) -> tuple[str, str] | None:
     return None
 
 
+def _check_conflicts(scenario: Scenario, faults: Any) -> tuple[str, str] | None:
+    """Two faults on one host that cannot both be established (``fixos.injector.conflicts``)."""
+    if faults is None:
+        return None
+    entries = [(scenario.host_of(f), f.type, f.params) for f in scenario.faults]
+    found = first_conflict(entries, faults)
+    if found is None:
+        return None
+    i, j, reason = found
+    return f"faults[{j}]", f"cannot share a host with faults[{i}]: {reason}"
+
+
 def _inherit_steady_state(scenario: Scenario, path: str, checks: Any) -> Scenario:
     """The scenario with the steady state's gates (``fixos.scenarios.steady``) appended, per host."""
     inherited = []
@@ -245,7 +258,7 @@ def parse_scenario(data: Any, path: str, *, faults: Any, checks: Any) -> Scenari
         scenario = Scenario.model_validate(data, context={"faults": faults, "checks": checks})
     except ValidationError as exc:
         raise ScenarioError(path, *_first_error(exc)) from None
-    problem = _check_references(scenario)
+    problem = _check_references(scenario) or _check_conflicts(scenario, faults)
     if problem:
         raise ScenarioError(path, *problem)
     scenario = _inherit_steady_state(scenario, path, checks)
