@@ -16,7 +16,7 @@ import json
 import queue
 import secrets
 import threading
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,13 +35,14 @@ def shape_of(hosts: Sequence[HostSpec]) -> Shape:
 
 
 class HostPool:
-    """Keeps ``size`` booted stacks of each shape ready, plus one per waiting taker.
+    """Keeps booted stacks ready, plus one per waiting taker.
 
-    ``planned`` lists the hosts each take is expected to ask for (a bench knows
-    its jobs): a shape gets no more spares than it has takes left, so the end
-    of a run, or a shape used once, wastes no boots. A take beyond the plan (a
-    retry) still gets a host. Without a plan, every shape in ``shapes`` keeps
-    ``size`` spares.
+    ``planned`` lists, in order, the hosts each take is expected to ask for (a
+    bench knows its jobs): the pool keeps ready what the next ``size`` takes of
+    the plan will ask for, so spares stay ``size`` in all however many shapes a
+    catalogue mixes (one-host, three-host, with NET_ADMIN...), and the end of a
+    run wastes no boots. A take beyond the plan (a retry) still gets a host.
+    Without a plan, every shape in ``shapes`` keeps ``size`` spares.
     """
 
     def __init__(
@@ -65,12 +66,8 @@ class HostPool:
         self._failures: dict[Shape, str | None] = dict.fromkeys(self._specs, None)
         self._lock = threading.Condition()
         self._closed = False
-        self._left: dict[Shape, int] | None = None
-        """planned takes not yet made, per shape (None: no plan)."""
-        if planned is not None:
-            self._left = dict.fromkeys(self._specs, 0)
-            for hosts in planned:
-                self._left[shape_of(hosts)] += 1
+        self._plan: list[Shape] | None = None if planned is None else [shape_of(h) for h in planned]
+        """the shapes of the planned takes not yet made, in order (None: no plan)."""
         self._on_error = on_error
         # Boots mostly wait on daemons starting; a few at once fill a pool
         # faster without starving the episodes running beside them.
@@ -118,8 +115,8 @@ class HostPool:
                     failure, self._failures[shape] = self._failures[shape], None
                     raise StackError(f"warm host failed to boot: {failure}")
                 stack = self._ready[shape].popleft()
-                if self._left is not None:
-                    self._left[shape] = max(0, self._left[shape] - 1)
+                if self._plan is not None and shape in self._plan:
+                    self._plan.remove(shape)  # the first one left: takes come roughly in plan order
             finally:
                 self._waiting[shape] -= 1
                 self._lock.notify_all()
@@ -179,8 +176,9 @@ class HostPool:
     def _wanted(self) -> Shape | None:
         """The shape most short of its target, or None when every shape has enough."""
         best, shortfall = None, 0
+        upcoming = None if self._plan is None else Counter(self._plan[: self.size])
         for shape in self._specs:
-            spares = self.size if self._left is None else min(self.size, self._left[shape])
+            spares = self.size if upcoming is None else upcoming[shape]
             target = max(self._waiting[shape], spares)
             short = target - len(self._ready[shape]) - self._booting[shape]
             if short > shortfall:

@@ -23,6 +23,42 @@ def _containers(client, run_id: str) -> list:
     return client.containers.list(all=True, filters={"label": f"fixos.run={run_id}"}, ignore_removed=True)
 
 
+class _PaperStack:
+    """A stack that boots at once and holds nothing: for the pool's bookkeeping alone."""
+
+    def __init__(self, hosts: list[HostSpec]) -> None:
+        self.specs = hosts
+
+    def up(self) -> None:
+        return None
+
+    def claim(self, episode_id: str) -> None:
+        return None
+
+    def down(self) -> None:
+        return None
+
+
+def test_spares_follow_the_next_takes_of_the_plan_whatever_the_number_of_shapes(monkeypatch) -> None:
+    one, three = [HostSpec(name="web")], [HostSpec(name="web", role="web"), HostSpec(name="app", role="app")]
+    three.append(HostSpec(name="db", role="db"))
+    caps = [HostSpec(name="web", caps=["NET_ADMIN"])]
+    monkeypatch.setattr(HostPool, "_new_stack", lambda self, hosts, episode_id: _PaperStack(hosts))
+    plan = [one, one, three, caps, caps, caps, three]
+    with HostPool(None, {}, run_id="paper", size=2, planned=plan) as pool:  # type: ignore[arg-type]
+        wait_for(lambda: pool.ready_count(one) == 2, timeout=10)
+        time.sleep(0.2)  # a pool that kept spares per shape would have booted more by now
+        assert pool.ready_count() == 2, "spares stay the run's parallelism in all, not per shape"
+        pool.take(one, "a")
+        wait_for(lambda: pool.ready_count(three) == 1, timeout=10)
+        assert pool.ready_count() == 2 and pool.ready_count(one) == 1
+        pool.take(one, "b")
+        pool.take(three, "c")
+        wait_for(lambda: pool.ready_count(caps) == 2, timeout=10)
+        time.sleep(0.2)
+        assert pool.ready_count() == 2
+
+
 @pytest.mark.live
 def test_pool_keeps_spares_hands_them_over_renamed_and_removes_everything(client, images, test_run_id):
     web = [HostSpec(name="web")]
