@@ -136,3 +136,4 @@ def inject_all(
 from fixos.injector import config, database, dependency, disk, permissions, process, service  # noqa: E402, F401
 from fixos.injector import tls  # noqa: E402, F401
 from fixos.injector import limits, php  # noqa: E402, F401
+from fixos.injector import network  # noqa: E402, F401

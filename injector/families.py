@@ -29,6 +29,10 @@ FAMILIES: dict[str, str] = {
     "tls_wrong_name": "tls",
     "tls_key_mismatch": "tls",
     "fd_limit": "host",
+    "firewall_blocks": "network",
+    "db_bind_local": "network",
+    "db_host_wrong": "network",
+    "link_throttled": "network",
 }
 """fault type -> family: service, config, process, disk, database, permissions,
 dependency, network, tls, host."""

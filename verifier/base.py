@@ -88,3 +88,4 @@ CHECKS: Registry[Check] = Registry("check type")
 # whoever holds CHECKS holds every type. They import this module, hence the end.
 from fixos.verifier import database, files, http, integrity, modes, service, steady, system  # noqa: E402, F401
 from fixos.verifier import tls  # noqa: E402, F401
+from fixos.verifier import network  # noqa: E402, F401

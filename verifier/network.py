@@ -1,0 +1,116 @@
+"""Checks of the network between the shop's hosts, measured on the real path.
+
+They run in an inspector that joins the checked host's network namespace (with
+its own tools), so a connect from there to ``db:3306`` goes out of that host's
+eth0, through its qdiscs, across the bridge and through the db host's firewall,
+as the app's own connections do. Nothing here asks a program of the host.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from fixos.core.models import Outcome
+from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
+
+FILTERED = 124
+"""``timeout``'s exit code: the connect neither succeeded nor was refused (dropped)."""
+
+
+def connect_command(host: str, port: int, seconds: float) -> str:
+    """Open a TCP connection and print what the server says first (MariaDB's greeting
+    names its version), within ``seconds``."""
+    inner = f"exec 3<>/dev/tcp/{host}/{port} && head -c 100 <&3"
+    return f"timeout {seconds} bash -c {shlex.quote(inner)} | tr -c '[:print:]' ' '"
+
+
+@CHECKS.register
+class DbReachable(Check):
+    """From the checked host (the app), MariaDB on ``host:port`` answers a TCP connect
+    with its greeting within ``seconds``: the name resolves, the route, qdiscs and the
+    db host's firewall let it through, and MariaDB listens beyond loopback."""
+
+    type = "db_reachable"
+
+    class Params(CheckParams):
+        host: str = "db"
+        port: int = 3306
+        seconds: float = 3.0
+
+    def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
+        p = self.params
+        said = probe.shell.run(connect_command(p.host, p.port, p.seconds), timeout=p.seconds + 10).output
+        version = re.search(r"[0-9.]+-MariaDB", said)
+        if version:
+            return Outcome(True, f"{p.host}:{p.port} answers as {version.group(0)}")
+        heard = said.strip()[:200] or "nothing"
+        return Outcome(False, f"no MariaDB greeting from {p.host}:{p.port} within {p.seconds} s: {heard}")
+
+
+def _qdiscs(probe: Probe) -> list[str]:
+    """The root qdiscs, kind and device (handles dropped: a re-added default differs only there)."""
+    shown = probe.shell.run("tc qdisc show", timeout=10).output
+    kinds = [re.match(r"qdisc (\S+) \S+ dev (\S+) (root|parent \S+)", line) for line in shown.splitlines()]
+    return sorted(f"{m.group(1)} dev {m.group(2)} {m.group(3)}" for m in kinds if m)
+
+
+@CHECKS.register
+class QdiscUnchanged(Check):
+    """The host's traffic control is as it was healthy: no shaper (tbf, htb, ...) left
+    on any interface. ``tc qdisc show`` needs no NET_ADMIN, so the inspector reads it."""
+
+    type = "qdisc_unchanged"
+
+    def snapshot(self, probe: Probe) -> Any:
+        return _qdiscs(probe)
+
+    def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
+        now = _qdiscs(probe)
+        extra = sorted(set(now) - set(baseline or []))
+        if extra:
+            return Outcome(False, f"traffic shaping added: {'; '.join(extra)}")
+        return Outcome(True, f"qdiscs as healthy: {'; '.join(now) or 'none'}")
+
+
+def _port_states(probe: Probe, host: str, ports: list[int]) -> dict[str, str]:
+    """port -> filtered, refused or open, each probed at once from the checked host."""
+    connects = [(port, shlex.quote(f"exec 3<>/dev/tcp/{host}/{port}")) for port in ports]
+    probes = " ".join(f"( timeout 2 bash -c {c} 2>/dev/null; echo {port} $? ) & " for port, c in connects)
+    out = probe.shell.run(f"{probes} wait", timeout=20).output
+    states = {}
+    for port, code in re.findall(r"^(\d+) (\d+)$", out, re.M):
+        states[port] = "open" if code == "0" else "filtered" if int(code) == FILTERED else "refused"
+    return states
+
+
+@CHECKS.register
+class FirewallKept(Check):
+    """The db host's firewall still filters what it filtered once the faults were in
+    (ports no service of the shop uses, probed from the checked host): an agent that
+    "repairs" the database port by flushing every rule or opening the policy loses
+    the hardening and this check. On the healthy host nothing is filtered: it passes."""
+
+    type = "firewall_kept"
+
+    class Params(CheckParams):
+        host: str = "db"
+        ports: list[int] = [5432, 6379, 8080, 11211]
+
+    def snapshot(self, probe: Probe) -> Any:
+        return []
+
+    def refine(self, probe: Probe, baseline: Any) -> Any:
+        states = _port_states(probe, self.params.host, self.params.ports)
+        return sorted(p for p, s in states.items() if s == "filtered")
+
+    def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
+        if not baseline:
+            return Outcome(True, f"{self.params.host} filtered none of the probed ports")
+        states = _port_states(probe, self.params.host, [int(p) for p in baseline])
+        opened = [f"{p} {s}" for p, s in states.items() if s != "filtered"]
+        if opened or len(states) != len(baseline):
+            lost = ", ".join(opened) or str(states)
+            return Outcome(False, f"{self.params.host}'s firewall no longer filters: {lost}")
+        return Outcome(True, f"{self.params.host} still filters ports {', '.join(baseline)}")
