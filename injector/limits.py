@@ -29,6 +29,7 @@ from fixos.shells.base import Shell
 NGINX_MAIN = "/etc/nginx/nginx.conf"
 FPM_MAIN = "/etc/php/8.2/fpm/php-fpm.conf"
 FPM_POOL = "/etc/php/8.2/fpm/pool.d/www.conf"
+SPLIT_POOL = "/etc/php/8.2/fpm/pool.d/shop.conf"
 FPM_LOG = "/var/log/php8.2-fpm.log"
 
 # Why someone lowered it, as the comment they left above the line.
@@ -81,6 +82,8 @@ class FdLimit(Fault):
             if self.variant == "pool_rlimit_files":
                 # The pool file has no rlimit_files example: the line goes under its user.
                 self.file, limit = FPM_POOL, 5
+                if shell.run(f"[ -f {SPLIT_POOL} ]").ok:  # an app host serves the site from this pool
+                    self.file = SPLIT_POOL
                 pattern = r"group = www-data"
                 self.broken = f"group = www-data\n; {reason}\nrlimit_files = {limit}"
             else:

@@ -21,6 +21,8 @@ from fixos.injector.service import stop_service
 from fixos.shells.base import Shell
 
 POOL = "/etc/php/8.2/fpm/pool.d/www.conf"
+SPLIT_POOL = "/etc/php/8.2/fpm/pool.d/shop.conf"
+"""on an app-role host the site is served by this pool (TCP 9000), www.conf stays the local socket one"""
 FPM_LOG = "/var/log/php8.2-fpm.log"
 FPM = "php8.2-fpm"
 
@@ -68,20 +70,20 @@ _REPLACE_LINE = (
 )
 
 
-def replace_line(old: str, new: str) -> str:
-    """A shell command replacing the first line of the pool file that is exactly ``old``."""
-    return f"FIXOS_OLD={shlex.quote(old)} FIXOS_NEW={shlex.quote(new)} {_REPLACE_LINE} {POOL}"
+def replace_line(pool: str, old: str, new: str) -> str:
+    """A shell command replacing the first line of ``pool`` that is exactly ``old``."""
+    return f"FIXOS_OLD={shlex.quote(old)} FIXOS_NEW={shlex.quote(new)} {_REPLACE_LINE} {pool}"
 
 
-def find_line(shell: Shell, key: str) -> str:
+def find_line(shell: Shell, pool: str, key: str) -> str:
     """The line setting ``key``: the live one, else the commented-out example."""
     key = re.escape(key)
-    return shell.run(f"grep -m1 -E '^{key} = ' {POOL} || grep -m1 -E '^;{key} = ' {POOL}").output.strip()
+    return shell.run(f"grep -m1 -E '^{key} = ' {pool} || grep -m1 -E '^;{key} = ' {pool}").output.strip()
 
 
-def read_setting(shell: Shell, key: str) -> str | None:
+def read_setting(shell: Shell, pool: str, key: str) -> str | None:
     """The value the pool file really gives ``key`` (its last uncommented line), or None."""
-    out = shell.run(f"grep -E '^{re.escape(key)} *=' {POOL} | tail -n 1", timeout=10).output.strip()
+    out = shell.run(f"grep -E '^{re.escape(key)} *=' {pool} | tail -n 1", timeout=10).output.strip()
     return out.split("=", 1)[1].strip() if "=" in out else None
 
 
@@ -100,11 +102,15 @@ class FpmPoolBroken(Fault):
         """(original line, broken line) in the order inject wrote them"""
         self.listen = ""
         """where the healthy pool listened (a socket path, or a TCP port on an app host)"""
+        self.pool = POOL
+        """the pool file that serves the site"""
 
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
-        self.listen = read_setting(shell, "listen") or ""
+        if shell.run(f"[ -f {SPLIT_POOL} ]").ok:
+            self.pool = SPLIT_POOL
+        self.listen = read_setting(shell, self.pool, "listen") or ""
         if not self.listen:
-            raise InvalidEpisode(f"{POOL} has no listen line")
+            raise InvalidEpisode(f"{self.pool} has no listen line")
         tcp = not self.listen.startswith("/")
         names = [n for n in VARIANTS if n not in (_SOCKET_ONLY if tcp else _TCP_ONLY)]
         self.variant = rng.choice(names)
@@ -112,18 +118,18 @@ class FpmPoolBroken(Fault):
         drawn = [(key, rng.choice(values)) for key, values in variant.settings]
         stop_service(shell, FPM)
         for key, value in drawn:
-            found = find_line(shell, key)
+            found = find_line(shell, self.pool, key)
             if not found:
-                raise InvalidEpisode(f"{POOL} has no {key} line")
+                raise InvalidEpisode(f"{self.pool} has no {key} line")
             broken = f"{key} = {value}"
-            result = shell.run(replace_line(found, broken), timeout=10)
+            result = shell.run(replace_line(self.pool, found, broken), timeout=10)
             if result.exit_code != 0:
-                raise InvalidEpisode(f"cannot edit {POOL}: {result.output.strip()}")
+                raise InvalidEpisode(f"cannot edit {self.pool}: {result.output.strip()}")
             self.lines.append((found, broken))
         shell.run(f"service {FPM} start", timeout=30)
         return {
             "variant": self.variant,
-            "file": POOL,
+            "file": self.pool,
             "settings": {key: value for key, value in drawn},
             "broken": "\n".join(b for _, b in self.lines),
             "original": "\n".join(o for o, _ in self.lines),
@@ -134,9 +140,9 @@ class FpmPoolBroken(Fault):
     def confirm(self, shell: Shell) -> Outcome:
         variant = VARIANTS[self.variant]
         key, value = self.lines[0][1].split(" = ", 1)
-        effective = read_setting(shell, key)
+        effective = read_setting(shell, self.pool, key)
         if effective != value:
-            return Outcome(False, f"{POOL} gives {key} = {effective}, not {value}")
+            return Outcome(False, f"{self.pool} gives {key} = {effective}, not {value}")
         running = shell.run(f"service {FPM} status", timeout=10).exit_code == 0
         if not variant.starts:
             fragment = variant.log.format(value=value)
@@ -159,5 +165,5 @@ class FpmPoolBroken(Fault):
     def revert(self, shell: Shell) -> None:
         stop_service(shell, FPM)
         for original, broken in reversed(self.lines):
-            shell.run(replace_line(broken, original), timeout=10)
+            shell.run(replace_line(self.pool, broken, original), timeout=10)
         shell.run(f"service {FPM} start", timeout=30)
