@@ -137,3 +137,4 @@ from fixos.injector import config, database, dependency, disk, permissions, proc
 from fixos.injector import tls  # noqa: E402, F401
 from fixos.injector import limits, php  # noqa: E402, F401
 from fixos.injector import network  # noqa: E402, F401
+from fixos.injector import schedule, tables  # noqa: E402, F401

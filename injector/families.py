@@ -29,6 +29,8 @@ FAMILIES: dict[str, str] = {
     "tls_wrong_name": "tls",
     "tls_key_mismatch": "tls",
     "fd_limit": "host",
+    "table_crashed": "database",
+    "cron_rebreaker": "host",
     "firewall_blocks": "network",
     "db_bind_local": "network",
     "db_host_wrong": "network",

@@ -135,6 +135,20 @@ CASES = [
         "cp -p /root/shop.crt /root/shop.key /etc/ssl/shop/ && service nginx reload",
         "Hostname mismatch",
     ),
+    Case(
+        "table_intact",
+        {"table": "shop.shipments"},
+        "mariadb -e 'CREATE TABLE shop.kept AS SELECT * FROM shop.shipments; DELETE FROM shop.shipments LIMIT 1'",
+        "mariadb -e 'REPLACE INTO shop.shipments SELECT * FROM shop.kept; DROP TABLE shop.kept'",
+        "the healthy host had 5 rows",
+    ),
+    Case(
+        "cron_jobs_unchanged",
+        {},
+        "echo '* * * * * root true # fixos-test' > /etc/cron.d/fixos-test",
+        "rm -f /etc/cron.d/fixos-test",
+        "scheduled since: /etc/cron.d/fixos-test",
+    ),
 ]
 
 

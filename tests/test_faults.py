@@ -35,6 +35,8 @@ CASES = [
     ("fd_limit", {"service": "nginx"}),
     ("fd_limit", {"service": "php-fpm"}),
     ("fpm_pool_broken", {}),
+    ("table_crashed", {}),
+    ("cron_rebreaker", {"target": "php-fpm"}),
 ]
 
 

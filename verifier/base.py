@@ -89,3 +89,4 @@ CHECKS: Registry[Check] = Registry("check type")
 from fixos.verifier import database, files, http, integrity, modes, service, steady, system  # noqa: E402, F401
 from fixos.verifier import tls  # noqa: E402, F401
 from fixos.verifier import network  # noqa: E402, F401
+from fixos.verifier import tables  # noqa: E402, F401

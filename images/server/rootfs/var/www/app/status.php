@@ -18,7 +18,8 @@ if (!$db) {
     echo "<h1>Order status unavailable</h1><p>Please try again later.</p>\n";
     exit;
 }
-$rows = mysqli_query($db, 'SELECT id, customer, item, quantity, status FROM orders ORDER BY id');
+$rows = mysqli_query($db, 'SELECT o.id, o.customer, o.item, o.quantity, o.status, s.carrier FROM orders o'
+    . ' LEFT JOIN shipments s ON s.order_id = o.id ORDER BY o.id');
 if (!$rows) {
     http_response_code(500);
     error_log('status: query failed: ' . mysqli_error($db));
@@ -26,12 +27,12 @@ if (!$rows) {
     exit;
 }
 echo "<!doctype html>\n<html><head><title>Tidewater Supply Co. — order status</title></head><body>\n";
-echo "<h1>Order status</h1>\n<table>\n<tr><th>Order</th><th>Customer</th><th>Item</th><th>Qty</th><th>Status</th></tr>\n";
+echo "<h1>Order status</h1>\n<table>\n<tr><th>Order</th><th>Customer</th><th>Item</th><th>Qty</th><th>Status</th><th>Carrier</th></tr>\n";
 $count = 0;
 while ($r = mysqli_fetch_assoc($rows)) {
     $count++;
-    printf("<tr><td>%d</td><td>%s</td><td>%s</td><td>%d</td><td>%s</td></tr>\n",
+    printf("<tr><td>%d</td><td>%s</td><td>%s</td><td>%d</td><td>%s</td><td>%s</td></tr>\n",
         $r['id'], htmlspecialchars($r['customer']), htmlspecialchars($r['item']),
-        $r['quantity'], htmlspecialchars($r['status']));
+        $r['quantity'], htmlspecialchars($r['status']), htmlspecialchars($r['carrier'] ?? ''));
 }
 echo "</table>\n<p>orders: $count</p>\n</body></html>\n";

@@ -23,4 +23,16 @@ INSERT INTO orders VALUES
   (1008, 'Bluefin Charters', 'Anchor chain 10m', 1, 'pending'),
   (1009, 'Osprey Sailing Club', 'Sail repair kit', 3, 'shipped'),
   (1010, 'Port Ellis Marina', 'Dock line 20m', 8, 'pending');
+-- Carrier tracking, kept by the old shipping module in MyISAM (the status page shows it).
+CREATE TABLE shipments (
+  order_id INT PRIMARY KEY,
+  carrier VARCHAR(32) NOT NULL,
+  tracking VARCHAR(32) NOT NULL
+) ENGINE=MyISAM;
+INSERT INTO shipments VALUES
+  (1001, 'Coastline Freight', 'CF-882130'),
+  (1002, 'Bay Couriers', 'BC-209914'),
+  (1004, 'Coastline Freight', 'CF-882407'),
+  (1007, 'Northsea Haulage', 'NH-551020'),
+  (1009, 'Bay Couriers', 'BC-210377');
 FLUSH PRIVILEGES;
