@@ -37,6 +37,14 @@ SERVED = (
     "| openssl x509 -noout -subject -enddate -checkend 0 2>&1"
 )
 
+# The certificate and key the site's config names, and whether their public halves differ.
+_NAMED = "sed -n 's/^ *{} \\+\\([^ ;]*\\);.*/\\1/p' " + NGINX_SITE + " | head -n 1"
+PAIR_MISMATCH = (
+    f"crt=$({_NAMED.format('ssl_certificate')}); key=$({_NAMED.format('ssl_certificate_key')}); "
+    '[ "$(openssl x509 -noout -pubkey -in "$crt")" != "$(openssl pkey -pubout -in "$key" 2>/dev/null)" ] '
+    '&& echo "$key does not match $crt"'
+)
+
 
 def _pair(cert: str, key: str) -> str:
     return f"ssl_certificate {TLS_DIR}/{cert};\n    ssl_certificate_key {TLS_DIR}/{key};"
@@ -180,14 +188,17 @@ class TlsKeyMismatch(_Swaps, Fault):
         return self.seeded
 
     def confirm(self, shell: Shell) -> Outcome:
+        # The pair itself, not only nginx's verdict: beside another nginx fault (a
+        # broken line), `nginx -t` stops at that one before it loads any key.
         status = shell.run("service nginx status", timeout=10)
         if status.exit_code == 0:
             return Outcome(False, "nginx still running")
-        test = shell.run("nginx -t 2>&1", timeout=20)
-        if "key values mismatch" not in test.output:
-            return Outcome(False, f"nginx down; `nginx -t` reports no key mismatch: {test.output[-200:]}")
-        emerg = next((line for line in test.output.splitlines() if "emerg" in line), test.output.strip())
-        return Outcome(True, f"nginx down; `nginx -t`: {emerg[:200]}")
+        pair = shell.run(PAIR_MISMATCH, timeout=15)
+        if pair.exit_code != 0:
+            return Outcome(False, f"nginx down, but the pair it names matches: {pair.output[-200:]}")
+        test = shell.run("nginx -t 2>&1", timeout=20).output
+        emerg = next((line for line in test.splitlines() if "emerg" in line), test.strip())
+        return Outcome(True, f"nginx down; {pair.output.strip()[-160:]}; `nginx -t`: {emerg[:200]}")
 
     def revert(self, shell: Shell) -> None:
         self._restore(shell)

@@ -56,7 +56,8 @@ def _until(check: Any, probe: Probe, baseline: Any, passed: bool, timeout: float
 def test_healthy_host_verifies_against_the_episode_ca_and_no_other(web: LiveHost):
     check, probe = TLS_VALID(TLS_VALID.Params()), _probe(web)
     baseline = check.refine(probe, check.snapshot(probe))
-    assert baseline["ca"] == web.tls.ca_pem and baseline["page"]
+    assert baseline["ca"] == web.tls.ca_pem
+    assert baseline["page"], "the healthy site's page was not recorded over https"
     healthy = check.evaluate(probe, baseline)
     assert healthy.passed, healthy.detail
     stranger = check.evaluate(probe, {**baseline, "ca": EpisodeCA("stranger").pem()})
