@@ -7,7 +7,7 @@ checks or solution (the oracle is handed the solution explicitly).
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -23,6 +23,10 @@ class Endpoints:
     ssh: str
     docker_exec: str
     key_path: str
+    host: str = ""
+    """the host these reach (a multi-host scenario's login host)."""
+    others: list[str] = field(default_factory=list)
+    """the scenario's other hosts, reached with ``ssh NAME`` from ``host``."""
 
 
 @dataclass(frozen=True)

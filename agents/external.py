@@ -33,6 +33,13 @@ class ExternalAgent:
         print(f"\n{task.instruction.strip()}\n", flush=True)
         print(f"ssh:    {task.endpoints.ssh}", flush=True)
         print(f"exec:   {task.endpoints.docker_exec}", flush=True)
+        if task.endpoints.others:
+            others = ", ".join(task.endpoints.others)
+            print(
+                f"host:   both log you in on {task.endpoints.host!r}; from there `ssh NAME` reaches "
+                f"the other hosts ({others}), e.g. ssh {task.endpoints.others[-1]}",
+                flush=True,
+            )
         print(f"When the host is repaired, press Enter here or run: fixos verify {run_id}", flush=True)
         request = task.workdir.parent / VERIFY_REQUEST
         deadline = time.monotonic() + task.wall_seconds

@@ -5,6 +5,9 @@ import fixos
 with fixos.episode("hard_1", seed=3) as ep:
     print(ep.shell.run("ps aux").output)
     verdict = ep.verify()
+
+A multi-host scenario's shell opens on its login host; ``ep.shell("db")`` opens one
+on another of its hosts (and ``ep.shell.run("ssh db ...")`` works from the login host).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ confirm, let the agent work, verify, and always tear down.
 ``Episode`` is also the Python API for agent authors::
 
     with Episode(scenario, seed=3, client=client, images=images) as ep:
-        ep.shell.run("ps aux")
+        ep.shell.run("ps aux")          # on the login host; ep.shell("db") on another
         verdict = ep.verify()
 """
 
@@ -24,6 +24,7 @@ from typing import Any
 
 import docker
 
+from fixos.agent_shells import AgentShells
 from fixos.agents import Endpoints, Task, make_agent
 from fixos.blame import harness_evidence, running
 from fixos.core.errors import BudgetExhausted, FixOSError, ShellError, StackError
@@ -95,7 +96,7 @@ class Episode:
         """where the last final verdict's time went (judged as left, restarts, judged again)."""
         self.faults: list[InjectedFault] = []
         self._baseline: Baseline = {}
-        self._shell: Shell | None = None
+        self._shell = AgentShells(lambda: self.stack.hosts, scenario.login_host, transport)
         self._harness: dict[str, Shell] = {}
         """the harness's own session per host, opened at reset to inject the faults; never
         used to judge (the verdicts look from inspectors: ``fixos.inspection``)."""
@@ -139,17 +140,15 @@ class Episode:
         return key, self.pool.baselines.get(key)
 
     @property
-    def shell(self) -> Shell:
-        """The agent's session on the scenario's first host (opened on first use)."""
-        if self._shell is None:
-            host = self.host
-            self._shell = host.shell() if self.transport == "exec" else host.ssh_shell()
+    def shell(self) -> AgentShells:
+        """The agent's session on the login host (opened on first use); ``shell(host)`` is
+        its session on another host of the scenario."""
         return self._shell
 
     @property
     def host(self) -> LiveHost:
-        """The scenario's first host, where the agent works."""
-        return self.stack.hosts[self.scenario.hosts[0].name]
+        """The scenario's login host, where the agent works (the first host unless ``login`` says)."""
+        return self.stack.hosts[self.scenario.login_host]
 
     def verify(self) -> Verdict:
         """Judge the hosts from inspectors started for this verdict (never the agent's
@@ -175,9 +174,8 @@ class Episode:
     def close(self) -> None:
         try:
             for shell in [self._shell, *self._harness.values()]:
-                if shell is not None:
-                    with contextlib.suppress(Exception):
-                        shell.close()
+                with contextlib.suppress(Exception):
+                    shell.close()
             self._harness.clear()
         finally:
             if self.pool is not None:
@@ -235,10 +233,16 @@ def episode_id_for(scenario_id: str, seed: int, agent_name: str) -> str:
     return f"{scenario_id}-s{seed}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', agent_name)}"
 
 
-def _endpoints(host: LiveHost, workdir: Path | None) -> Endpoints:
+def _endpoints(host: LiveHost, workdir: Path | None, others: list[str]) -> Endpoints:
     key_dir = workdir or Path(tempfile.mkdtemp(prefix="fixos-key-"))
     key = host.write_key(key_dir / "id_episode")
-    return Endpoints(ssh=host.ssh_command(key), docker_exec=host.exec_command(), key_path=str(key))
+    return Endpoints(
+        ssh=host.ssh_command(key),
+        docker_exec=host.exec_command(),
+        key_path=str(key),
+        host=host.name,
+        others=others,
+    )
 
 
 _LOOKS = (ShellError, StackError, *ENGINE_ERRORS)
@@ -328,7 +332,8 @@ def run_episode(
         limits = scenario.limits
         task = Task(scenario.id, scenario.instruction, limits.max_steps, limits.wall_seconds, workdir)
         if getattr(agent, "wants_endpoints", False):
-            task = replace(task, endpoints=_endpoints(episode.host, workdir))
+            others = [h.name for h in scenario.hosts if h.name != scenario.login_host]
+            task = replace(task, endpoints=_endpoints(episode.host, workdir, others))
         shell = RecordingShell(
             episode.shell,
             max_steps=limits.max_steps,

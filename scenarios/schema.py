@@ -188,8 +188,9 @@ def _check_topology(scenario: Scenario) -> tuple[str, str] | None:
         return "login", f"no host named {shown(scenario.login)} (hosts: {shown(sorted(names))})"
     roles = [h.role for h in scenario.hosts]
     for i, host in enumerate(scenario.hosts):
-        if host.role != "all" and roles.count(host.role) > 1:
+        if host.role != "all" and host.role in roles[:i]:
             return f"hosts[{i}].role", f"a second {host.role!r} host (at most one host per split role)"
+    for i, host in enumerate(scenario.hosts):
         needed = NEEDS.get(host.role)
         if needed is not None and needed not in roles:
             return f"hosts[{i}].role", (

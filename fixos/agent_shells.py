@@ -1,0 +1,54 @@
+"""The agent's sessions in a multi-host episode: one per host, opened on first use.
+
+Used as a Shell, it is the session on the scenario's login host (``ep.shell.run``,
+as with a single host); called, it is a named host's (``ep.shell("db")``)::
+
+    with fixos.episode("split_1") as ep:
+        ep.shell.run("ssh db hostname")       # from the login host
+        ep.shell("db").run("service mariadb status")
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from fixos.core.errors import FixOSError
+from fixos.core.models import CommandResult
+from fixos.shells.base import Shell
+from fixos.stack.hosts import LiveHost
+
+
+class AgentShells:
+    def __init__(self, hosts: Callable[[], Mapping[str, LiveHost]], login: str, transport: str) -> None:
+        self._hosts = hosts
+        """the stack's hosts, read at each opening (a pool hands the episode its stack at reset)."""
+        self.login = login
+        self._transport = transport
+        self._open: dict[str, Shell] = {}
+
+    def __call__(self, host: str | None = None) -> Shell:
+        """The session on ``host`` (default: the login host), opened on first use."""
+        name = host or self.login
+        if name not in self._open:
+            hosts = self._hosts()
+            if name not in hosts:
+                raise FixOSError(f"no host named {name!r} in this episode (hosts: {', '.join(hosts)})")
+            live = hosts[name]
+            self._open[name] = live.shell() if self._transport == "exec" else live.ssh_shell()
+        return self._open[name]
+
+    def run(self, command: str, timeout: float | None = None) -> CommandResult:
+        return self().run(command, timeout=timeout)
+
+    def close(self) -> None:
+        shells, self._open = list(self._open.values()), {}
+        for shell in shells:
+            with contextlib.suppress(Exception):
+                shell.close()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self(), name)  # what a transport offers beyond run/close
