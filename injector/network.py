@@ -21,7 +21,7 @@ import ipaddress
 import random
 import re
 import shlex
-from typing import Any
+from typing import Any, Literal
 
 from fixos.core.errors import InvalidEpisode
 from fixos.core.models import Outcome
@@ -194,6 +194,10 @@ class DbHostWrong(Fault):
 
     type = "db_host_wrong"
 
+    class Params(FaultParams):
+        variants: list[Literal["hosts", "app_ini", "resolv"]] = ["hosts", "app_ini", "resolv"]
+        """the ways it may draw from (a scenario may narrow them)"""
+
     def __init__(self, params: FaultParams) -> None:
         super().__init__(params)
         self.seeded: dict[str, Any] = {}
@@ -201,7 +205,7 @@ class DbHostWrong(Fault):
 
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
         self.name = name = db_host_name(shell)
-        variant = rng.choice(["hosts", "app_ini", "resolv"])
+        variant = rng.choice(self.params.variants)
         backup = "/root/.fixos-resolv.conf"  # the undo's copy
         if variant == "hosts":
             wrong = unused_address(shell, rng)
@@ -250,9 +254,10 @@ class LinkThrottled(Fault):
 
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
         require_net_admin(shell, self.type)
-        rate = rng.choice([1, 2])
-        peak = rate + 1
-        qdisc = f"tbf rate {rate}kbit burst 1600 peakrate {peak}kbit mtu 1600 latency 60s"
+        # 250 bytes a second at most: MariaDB's greeting, login and ten orders take ~6 s,
+        # longer than a visitor (or the page check) waits; an ssh session still opens.
+        latency = rng.choice([20, 30, 60])
+        qdisc = f"tbf rate 1kbit burst 1600 peakrate 2kbit mtu 1600 latency {latency}s"
         _run(shell, f"tc qdisc add dev eth0 root {qdisc}", "shape eth0")
         self.seeded = {"qdisc": qdisc, "undo": "tc qdisc del dev eth0 root"}
         return self.seeded

@@ -87,7 +87,8 @@ def _port_states(probe: Probe, host: str, ports: list[int]) -> dict[str, str]:
 
 @CHECKS.register
 class FirewallKept(Check):
-    """The db host's firewall still filters what it filtered once the faults were in
+    """The db host's firewall lets the database port through from the checked host
+    and still filters what it filtered once the faults were in
     (ports no service of the shop uses, probed from the checked host): an agent that
     "repairs" the database port by flushing every rule or opening the policy loses
     the hardening and this check. On the healthy host nothing is filtered: it passes."""
@@ -97,6 +98,7 @@ class FirewallKept(Check):
     class Params(CheckParams):
         host: str = "db"
         ports: list[int] = [5432, 6379, 8080, 11211]
+        db_port: int = 3306
 
     def snapshot(self, probe: Probe) -> Any:
         return []
@@ -106,6 +108,10 @@ class FirewallKept(Check):
         return sorted(p for p, s in states.items() if s == "filtered")
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
+        p = self.params
+        db = _port_states(probe, p.host, [p.db_port]).get(str(p.db_port), "no answer")
+        if db != "open":
+            return Outcome(False, f"{p.host}:{p.db_port} is {db} from here")
         if not baseline:
             return Outcome(True, f"{self.params.host} filtered none of the probed ports")
         states = _port_states(probe, self.params.host, [int(p) for p in baseline])
