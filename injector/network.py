@@ -26,6 +26,7 @@ from typing import Any, Literal
 from fixos.core.errors import InvalidEpisode
 from fixos.core.models import Outcome
 from fixos.injector.base import FAULTS, Fault, FaultParams
+from fixos.injector.conflicts import OWN, UP, Claim
 from fixos.shells.base import Shell
 
 DB_PORT = 3306
@@ -96,6 +97,10 @@ class FirewallBlocks(Fault):
 
     type = "firewall_blocks"
 
+    @classmethod
+    def claims(cls, params: FaultParams) -> list[Claim]:
+        return [Claim("firewall:INPUT", OWN, "sets the host's INPUT firewall")]
+
     def __init__(self, params: FaultParams) -> None:
         super().__init__(params)
         self.seeded: dict[str, Any] = {}
@@ -150,6 +155,13 @@ class DbBindLocal(Fault):
 
     type = "db_bind_local"
 
+    @classmethod
+    def claims(cls, params: FaultParams) -> list[Claim]:
+        return [
+            Claim("service:mariadb", UP, "restarts MariaDB on loopback and shows it listening there"),
+            Claim("mariadb:bind", OWN, "sets where MariaDB listens"),
+        ]
+
     def __init__(self, params: FaultParams) -> None:
         super().__init__(params)
         self.seeded: dict[str, Any] = {}
@@ -197,6 +209,10 @@ class DbHostWrong(Fault):
     class Params(FaultParams):
         variants: list[Literal["hosts", "app_ini", "resolv"]] = ["hosts", "app_ini", "resolv"]
         """the ways it may draw from (a scenario may narrow them)"""
+
+    @classmethod
+    def claims(cls, params: FaultParams) -> list[Claim]:
+        return [Claim("link:app_db", OWN, "points the app at a wrong database address")]
 
     def __init__(self, params: FaultParams) -> None:
         super().__init__(params)
@@ -247,6 +263,10 @@ class LinkThrottled(Fault):
     database waits longer than anyone will. Seeded: the rates."""
 
     type = "link_throttled"
+
+    @classmethod
+    def claims(cls, params: FaultParams) -> list[Claim]:
+        return [Claim("qdisc:eth0", OWN, "shapes eth0")]
 
     def __init__(self, params: FaultParams) -> None:
         super().__init__(params)
