@@ -5,6 +5,14 @@ processes, disks and logs; recognise the failure from what the daemons say;
 make the smallest repair; check again. It sees only its instruction and the
 shell, never the scenario's faults, checks or solution, so its score measures
 what plain diagnosis can reach.
+
+Honesty: it holds no scenario id and no name or path a fault draws from its
+seed (no program names, no install folders). Its rules are an operator's: the
+busiest and the largest processes that are not the host's daemons, a script
+that kills services, who holds the service's port or a deleted log, what
+``nginx -t``, the service logs and the site's error log say. The healthy host
+runs background programs of its own (a metrics agent, a queue worker, a log
+shipper, a backup job), so "kill what is not a daemon" is not among them.
 """
 
 from __future__ import annotations
@@ -117,13 +125,18 @@ class BaselineAgent:
             pid, rss, comm = ([*line.split(None, 2), "", "", ""])[:3]
             if rss.isdigit() and int(rss) > 150 * 1024 and comm not in DAEMONS:
                 rogues.append(pid)
-        # Home-made scripts that kill or stop services: forgotten watchdogs.
+        # Scripts that kill or stop services (forgotten watchdogs): whatever an
+        # interpreter runs, wherever it is installed, read for kill commands.
         scripts = self.run(
-            "for p in /proc/[0-9]*; do a=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null); case \"$a\" in "
-            "*/usr/local/bin/*) f=$(echo \"$a\" | grep -o '/usr/local/bin/[^ ]*' | head -1); "
-            "grep -qE 'pkill|killall|service .* stop' \"$f\" 2>/dev/null && echo ${p#/proc/};; esac; done"
+            "for p in /proc/[0-9]*; do set -- $(tr '\\0' ' ' < $p/cmdline 2>/dev/null); "
+            'case "$1" in */sh|*/bash|*/dash|*/perl|*/python3) [ -f "$2" ] && '
+            "grep -qE 'pkill|killall|service .* stop' \"$2\" 2>/dev/null && "
+            "echo ${p#/proc/} $(cat $p/comm);; esac; done"
         )
-        rogues += scripts.split()
+        for line in scripts.splitlines():
+            pid, comm = ([*line.split(None, 1), "", ""])[:2]
+            if pid.isdigit() and comm not in DAEMONS:
+                rogues.append(pid)
         self.kill(sorted(set(rogues)))
 
     # -- disks ------------------------------------------------------------------
