@@ -3,9 +3,9 @@
 cron (started at boot) rereads /etc/cron.d and its spool each minute, so a
 job installed there first fires within a minute; cron's granularity is a
 minute, so the job's script, as such scripts often do, repeats its work every
-few seconds until the minute is up ("* * * * *" plus a loop). The damage is
-done once at inject (as whoever installed the job ran it by hand to try it),
-so the symptom is there at once; cron then repeats it every few seconds.
+few seconds until the minute is up ("* * * * *" plus a loop). Its first round
+is started at inject (as whoever installed the job ran it by hand to try it),
+so the symptom is there at once; cron then starts a round every minute.
 Fixing the damage alone therefore lasts seconds; the job, its running round
 and the damage all have to go.
 """
@@ -74,9 +74,11 @@ class CronRebreaker(Fault):
         self.script = f"{rng.choice(SCRIPT_DIRS)}/{name}"
         place = rng.choice(["cron.d", "crontab"])
         rounds = max(1, 55 // self.params.interval)
-        action, _ = DAMAGE[self.damage]
+        action, broken = DAMAGE[self.damage]
         body = (
             "#!/bin/sh\n# keep the box in the state ops expects (see OPS-512)\n"
+            # cron's PATH lacks the sbin directories `service` lives in
+            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
             f"for i in $(seq {rounds}); do\n  {action}\n  sleep {self.params.interval}\ndone\n"
         )
         if place == "cron.d":
@@ -88,7 +90,9 @@ class CronRebreaker(Fault):
         done = shell.run(
             f"mkdir -p {shlex.quote(self.script.rsplit('/', 1)[0])} && "
             f"printf '%s' {shlex.quote(body)} > {self.script} && chmod 0755 {self.script} && {install} && "
-            f"{{ {action}; }}",
+            # its first round started by hand, as whoever installed it tried it
+            f"{{ setsid {self.script} </dev/null >/dev/null 2>&1 & }} && "
+            f"for _ in $(seq 150); do {broken} && break; sleep 0.1; done",
             timeout=30,
         )
         if not done.ok:
