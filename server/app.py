@@ -6,7 +6,14 @@ endpoints the FixOS-style baselines call, one session cap and one idle reaper fo
 WebSocket sessions (``/ws``, what ``FixOSEnv`` uses) and plain HTTP sessions (``/reset``,
 ``/step``, ``/state``, ``/close``) are the same kind of session: each has its own
 environment, counts against ``max_sessions``, and is closed, containers and all, when it
-ends, after ``session_timeout`` seconds without a request, or when the server stops.
+ends, after ``session_timeout`` seconds without a request (the *idle* timeout: a request
+still running is not idle time, and the time between requests is not the episode's: its
+``wall_seconds`` counts commands only), or when the server stops.
+
+Timeouts: OpenEnv's generic client waits 60 s for an answer, then drops its socket, which
+ends the session and its episode. A step's command is therefore capped at
+``step_seconds`` (40 s by default, ``FIXOS_STEP_SECONDS``; 0 = the scenario's own command
+timeout, for clients that wait longer, such as ``FixOSEnv`` at 300 s).
 """
 
 from __future__ import annotations
@@ -14,12 +21,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import os
+import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import Body, FastAPI, HTTPException, Query
-from fastapi.routing import APIRoute
+from fastapi import Body, FastAPI, HTTPException, Query, WebSocket
+from fastapi.routing import APIRoute, APIWebSocketRoute
 from openenv.core.env_server.exceptions import SessionCapacityError
 from openenv.core.env_server.http_server import HTTPEnvServer
 from openenv.core.env_server.serialization import deserialize_action, serialize_observation
@@ -27,7 +37,8 @@ from openenv.core.env_server.types import ConcurrencyConfig
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fixos.core.errors import FixOSError
-from fixos.server.environment import BadRequest, FixOSEnvironment, ServerContext, SessionExpired
+from fixos.server.context import BadRequest, ServerContext, SessionExpired
+from fixos.server.environment import FixOSEnvironment
 from fixos.server.models import FixOSAction, FixOSObservation, FixOSState
 
 DEFAULT_PORT = 8000
@@ -35,6 +46,7 @@ DEFAULT_MAX_SESSIONS = 8
 DEFAULT_SESSION_TIMEOUT = 900.0
 NEW_SESSION = "new"
 PLAIN_PATHS = ("/reset", "/step", "/state", "/health")
+LOG = logging.getLogger("fixos.server")
 
 
 class PlainReset(BaseModel):
@@ -74,6 +86,49 @@ class FixOSHTTPServer(HTTPEnvServer):
         )
         self.context = context
         self.default_session: str | None = None
+        self._busy: Counter[str] = Counter()
+        """requests running per session: a session at work is never idle, however long its step."""
+
+    async def _run_in_session_executor(self, session_id: str, func: Callable[..., Any], *args, **kwargs):
+        # Every request of both kinds (WebSocket and plain) runs here: count it as activity
+        # from its start, and hold the reaper off until it ends.
+        self._busy[session_id] += 1
+        self._update_session_activity(session_id)
+        try:
+            return await super()._run_in_session_executor(session_id, func, *args, **kwargs)
+        finally:
+            self._busy[session_id] -= 1
+            if not self._busy[session_id]:
+                del self._busy[session_id]
+            self._update_session_activity(session_id)
+
+    async def _reap_idle_sessions(self) -> None:
+        """OpenEnv's reaper, but a session with a request running is not idle, and short
+        timeouts are checked often enough to be kept (OpenEnv looks every 5 s at least)."""
+        timeout = self._session_idle_timeout_s
+        if timeout is None:
+            return
+        while True:
+            await asyncio.sleep(max(timeout / 4, 0.25))
+            now = time.time()
+            async with self._session_lock:
+                stale = [
+                    sid
+                    for sid, info in self._session_info.items()
+                    if sid not in self._busy
+                    and sid not in self._session_websocket_attachments
+                    and now - info.last_activity_at > timeout
+                ]
+            for sid in stale:
+                info = self._session_info.get(sid)
+                if (
+                    info is not None
+                    and sid not in self._busy
+                    and time.time() - info.last_activity_at > timeout
+                ):
+                    LOG.info("session %s idle for more than %gs: closed with its episode", sid, timeout)
+                    with contextlib.suppress(Exception):
+                        await self._destroy_session(sid)
 
     async def plain_session(self, session_id: str | None, *, create: bool) -> tuple[str, FixOSEnvironment]:
         if session_id is None:
@@ -113,13 +168,35 @@ class FixOSHTTPServer(HTTPEnvServer):
         await asyncio.get_running_loop().run_in_executor(None, self.context.close_all)
 
 
+def _quiet_when_the_client_left(app: FastAPI) -> None:
+    """OpenEnv's /ws handler answers a step even when the client has gone (its message timeout
+    ran out mid-step): the send fails, its error reply fails again, and ASGI prints tracebacks.
+    The session and its episode are already closed by then; say so in one line instead."""
+    route = next(r for r in app.router.routes if isinstance(r, APIWebSocketRoute) and r.path == "/ws")
+    handler = route.endpoint
+    app.router.routes.remove(route)
+
+    async def ws(websocket: WebSocket) -> None:
+        try:
+            await handler(websocket)
+        except Exception as exc:  # a send on a closed socket: nobody is left to tell
+            LOG.warning("a WebSocket client left mid-request (%s); its session ended", type(exc).__name__)
+
+    app.add_api_websocket_route("/ws", ws)
+
+
 def create_fixos_app(
     context: ServerContext | None = None,
     *,
     max_sessions: int = DEFAULT_MAX_SESSIONS,
     session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+    step_seconds: float | None = None,
 ) -> FastAPI:
+    """``session_timeout``: the idle timeout; ``step_seconds``: the cap on a step's command
+    (None: the context's, itself FIXOS_STEP_SECONDS or 40 s)."""
     context = context or ServerContext()
+    if step_seconds is not None:
+        context.step_seconds = step_seconds
     server = FixOSHTTPServer(context, max_sessions=max_sessions, session_timeout=session_timeout)
     app = FastAPI(
         title="FixOS over OpenEnv",
@@ -127,6 +204,7 @@ def create_fixos_app(
         description="Repair real, broken nginx + MariaDB servers: each session is a live container.",
     )
     server.register_routes(app)
+    _quiet_when_the_client_left(app)
     # OpenEnv's own /reset, /step and /state make a throwaway environment per request;
     # FixOS's keep a session, so they replace them.
     app.router.routes = [
@@ -201,13 +279,16 @@ def serve(
     port: int = DEFAULT_PORT,
     max_sessions: int = DEFAULT_MAX_SESSIONS,
     session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+    step_seconds: float | None = None,
     context: ServerContext | None = None,
 ) -> None:
     """Run the server until Ctrl-C or SIGTERM; every session's containers are removed on the way out."""
     import uvicorn
 
     context = context or ServerContext()
-    app = create_fixos_app(context, max_sessions=max_sessions, session_timeout=session_timeout)
+    app = create_fixos_app(
+        context, max_sessions=max_sessions, session_timeout=session_timeout, step_seconds=step_seconds
+    )
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
     try:
         uvicorn.Server(config).run()
@@ -232,10 +313,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Serve FixOS over OpenEnv on 127.0.0.1.")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument("--max-sessions", type=int, default=_settings()[0])
-    parser.add_argument("--session-timeout", type=float, default=_settings()[1])
+    parser.add_argument(
+        "--session-timeout", type=float, default=_settings()[1], help="idle seconds before a session closes"
+    )
+    parser.add_argument(
+        "--step-seconds",
+        type=float,
+        default=None,
+        help="cap on a step's command (default FIXOS_STEP_SECONDS or 40; 0: the scenario's own)",
+    )
     args = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
-        serve(port=args.port, max_sessions=args.max_sessions, session_timeout=args.session_timeout)
+        serve(
+            port=args.port,
+            max_sessions=args.max_sessions,
+            session_timeout=args.session_timeout,
+            step_seconds=args.step_seconds,
+        )
 
 
 if __name__ == "__main__":

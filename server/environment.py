@@ -2,153 +2,39 @@
 
 No container exists before ``reset()``; ``close()`` (and a new ``reset()``) removes the
 episode's containers. Everything the sessions share lives in one ``ServerContext``.
+
+Time: the scenario's ``wall_seconds`` is spent by commands only (time on the hosts), never
+by the client's think time between steps, which only the server's idle timeout bounds
+(``app.py``); one command gets at most the scenario's ``command_timeout`` and the server's
+``step_seconds``, whichever is less, so a step answers inside the client's message timeout.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import secrets
 import threading
-import time
-import weakref
-from collections.abc import Callable
 from typing import Any
 
-import docker
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
-from fixos.core.errors import BudgetExhausted, FixOSError, ShellError, StackError
-from fixos.core.models import Verdict
-from fixos.episodes import Episode, new_run_id
-from fixos.scenarios.catalog import load_catalog
+from fixos.core.errors import BudgetExhausted, ShellError, StackError
+from fixos.core.models import CommandResult, Verdict
+from fixos.episodes import Episode
 from fixos.scenarios.schema import Scenario
+from fixos.server.context import BadRequest, NoEpisode, ServerContext, SessionExpired
 from fixos.server.hostview import HostView, parse, probe_script
 from fixos.server.models import DONE_COMMAND, FixOSAction, FixOSObservation, FixOSState
 from fixos.server.rewards import step_reward
 from fixos.shells.base import Shell
 from fixos.shells.recording import RecordingShell
-from fixos.stack.engine import connect
-from fixos.stack.hosts import remove_labelled
-from fixos.stack.images import ensure_image
-from fixos.stack.pool import HostPool, shape_of
+
+__all__ = ["BadRequest", "FixOSEnvironment", "NoEpisode", "ServerContext", "SessionExpired", "progress"]
 
 PROBE_TIMEOUT = 10.0
 HISTORY = 20
-
-
-class SessionExpired(FixOSError):
-    """The session was closed (idle timeout, shutdown): the client must open another."""
-
-
-class BadRequest(FixOSError):
-    """The client asked for something that does not exist (a task, a step before reset)."""
-
-
-class ServerContext:
-    """What every session of one server shares: the engine, the images, the catalogue,
-    the run id that labels all its containers, and the open environments."""
-
-    def __init__(
-        self,
-        *,
-        run_id: str | None = None,
-        client: docker.DockerClient | None = None,
-        catalog: dict[str, Scenario] | None = None,
-        images: dict[str, str] | None = None,
-        log: Callable[[str], None] = lambda line: None,
-        warm: int = 0,
-    ) -> None:
-        self.run_id = run_id or new_run_id()
-        self.warm = warm
-        """booted spares to keep once the first session resets (0: every reset boots)."""
-        self._pool: HostPool | None = None
-        self.catalog = catalog if catalog is not None else load_catalog()
-        self._client = client
-        self._images: dict[str, str] = dict(images or {})
-        self._log = log
-        self._lock = threading.Lock()
-        self._image_lock = threading.Lock()
-        self._next_task = 0
-        self._environments: weakref.WeakSet[FixOSEnvironment] = weakref.WeakSet()
-
-    @property
-    def environments(self) -> list[FixOSEnvironment]:
-        """Every environment not yet garbage: sessions' and throwaway ones (``/metadata``)."""
-        with self._lock:
-            return list(self._environments)
-
-    def register(self, env: FixOSEnvironment) -> None:
-        with self._lock:
-            self._environments.add(env)
-
-    @property
-    def client(self) -> docker.DockerClient:
-        with self._lock:
-            if self._client is None:
-                self._client = connect()
-            return self._client
-
-    def images_for(self, scenario: Scenario) -> dict[str, str]:
-        client = self.client
-        with self._image_lock:  # a first build can take minutes: hold only other resets
-            # the inspector: the verifier's vantage point on every host
-            for name in sorted(({h.image for h in scenario.hosts} | {"inspector"}) - set(self._images)):
-                self._images[name] = ensure_image(client, name, self._log)
-            return dict(self._images)
-
-    def scenario(self, task_id: str | None) -> Scenario:
-        """The named task, or the next one in catalogue order (as the simulated FixOS cycled)."""
-        if task_id is None:
-            with self._lock:
-                ids = list(self.catalog)
-                task_id = ids[self._next_task % len(ids)]
-                self._next_task += 1
-        if task_id not in self.catalog:
-            raise BadRequest(f"no task {task_id!r}; GET /tasks lists them ({', '.join(self.catalog)})")
-        return self.catalog[task_id]
-
-    def open_episode(self, scenario: Scenario, seed: int, episode_id: str) -> Episode:
-        """The one place an Episode is made: its hosts come from the warm pool when there is one."""
-        images = self.images_for(scenario)
-        return Episode(
-            scenario,
-            seed,
-            client=self.client,
-            images=images,
-            run_id=self.run_id,
-            episode_id=episode_id,
-            pool=self._warm_pool(images),
-        )
-
-    def _warm_pool(self, images: dict[str, str]) -> HostPool | None:
-        # Started by the first reset, not with the server: no container exists
-        # before a client asks for one, and the pool needs the images built.
-        if not self.warm:
-            return None
-        with self._lock:
-            if self._pool is None:
-                shapes = {shape_of(s.hosts): s.hosts for s in self.catalog.values()}
-                self._pool = HostPool(
-                    self._client or connect(),
-                    images,
-                    run_id=self.run_id,
-                    size=self.warm,
-                    shapes=list(shapes.values()),
-                    on_error=self._log,
-                )
-            return self._pool
-
-    def close_all(self) -> None:
-        """Close every open environment, then remove anything left with this server's label."""
-        for env in self.environments:
-            env.close()
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.close()
-        if self._client is not None:
-            remove_labelled(self._client, run_id=self.run_id)
 
 
 class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
@@ -161,10 +47,13 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
         self._scenario: Scenario | None = None
         self._shell: RecordingShell | None = None
         self._probe: Shell | None = None
+        self._hosts = HostShells()
         self._view = HostView()
         self._progress = 0.0
         self._history: list[str] = []
         self._state = FixOSState()
+        self._host_seconds = 0.0
+        """time the episode's commands took: what the scenario's wall_seconds bounds."""
         self._closed = False
         self._lock = threading.RLock()
         context.register(self)
@@ -190,12 +79,14 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
             try:
                 episode.reset()
                 limits = scenario.limits
+                self._hosts = HostShells(episode)
                 self._shell = RecordingShell(
-                    episode.shell,
+                    self._hosts,
                     max_steps=limits.max_steps,
-                    wall_seconds=limits.wall_seconds,
+                    wall_seconds=math.inf,  # spent by commands only: self._host_seconds
                     command_timeout=limits.command_timeout,
                 )
+                self._host_seconds = 0.0
                 self._probe = episode.host.shell(default_timeout=PROBE_TIMEOUT)
                 self._view = self._look(first=True)
                 verdict = self._judge()
@@ -224,14 +115,16 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
             if self._state.done:
                 return self._observe("the episode is over; reset() starts another", None, reward=0.0)
             if self._episode is None or self._shell is None:
-                raise BadRequest("no episode yet: call reset() first")
+                raise NoEpisode()
             command = action.command_line()
             if command.strip() == DONE_COMMAND:
                 return self._finish("", None, reward=0.0)
+            self._hosts.use(action.host)
             try:
-                result = self._shell.run(command, timeout=timeout_s)
+                result = self._shell.run(command, timeout=self._command_limit(timeout_s))
             except (BudgetExhausted, ShellError) as exc:  # out of budget, or the agent killed its shell
                 return self._finish(f"[fixos: {exc}]", None, reward=0.0)
+            self._host_seconds += result.duration
             before, self._view = self._view, self._look(first=False)
             verdict = self._judge()
             if verdict.solved:  # looks repaired: judge it as the end would (hold periods too)
@@ -252,7 +145,7 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
             self._state.step_count += 1
             self._state.remaining_steps = self._shell.remaining_steps
             self._state.task_score = verdict.reward
-            out_of_time = time.monotonic() >= self._shell.deadline
+            out_of_time = self._time_left() <= 0
             if verdict.solved or self._shell.remaining_steps <= 0 or out_of_time:
                 obs = self._finish(
                     result.output,
@@ -290,6 +183,21 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
             self._release()
 
     # -- helpers -----------------------------------------------------------
+
+    def _time_left(self) -> float:
+        assert self._scenario is not None
+        return self._scenario.limits.wall_seconds - self._host_seconds
+
+    def _command_limit(self, asked: float | None) -> float:
+        """The scenario's command timeout, capped by the server's step limit and what is left
+        of the episode's command time (and by the plain endpoint's ``timeout_s``, if asked)."""
+        assert self._scenario is not None
+        limits = [self._scenario.limits.command_timeout, self._time_left()]
+        if self._ctx.step_seconds > 0:
+            limits.append(self._ctx.step_seconds)
+        if asked:
+            limits.append(asked)
+        return max(min(limits), 0.1)
 
     def _finish(
         self,
@@ -346,7 +254,8 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
 
     def _look(self, *, first: bool) -> HostView:
         assert self._probe is not None and self._scenario is not None
-        services = self._scenario.hosts[0].services
+        login = self._scenario.login_host
+        services = next(h.services for h in self._scenario.hosts if h.name == login)
         try:
             result = self._probe.run(probe_script(services, first=first), timeout=PROBE_TIMEOUT)
         except (ShellError, StackError) as exc:  # a host the agent broke badly is still judged
@@ -362,11 +271,35 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
         if self._probe is not None:
             with contextlib.suppress(Exception):  # the container may be gone already; the stack still goes
                 self._probe.close()
-        self._shell = self._probe = None  # the agent's shell is the episode's: it closes it
+        self._shell = self._probe = None  # the agent's shells are the episode's: it closes them
         if self._episode is not None:
             episode, self._episode = self._episode, None
             episode.close()
             self._state.containers = []
+
+
+class HostShells:
+    """The agent's shells on the episode's hosts (``Episode.shell(host)``) behind one ``Shell``,
+    so that one RecordingShell keeps one step budget and one transcript across hosts.
+    ``use(name)`` picks the next command's host (None: the login host)."""
+
+    def __init__(self, episode: Episode | None = None) -> None:
+        self._episode = episode
+        self._current: str | None = None
+
+    def use(self, host: str | None) -> None:
+        assert self._episode is not None
+        names = list(self._episode.stack.hosts)
+        if host is not None and host not in names:
+            raise BadRequest(f"no host {host!r} in this episode; its hosts: {', '.join(names)}")
+        self._current = host
+
+    def run(self, command: str, timeout: float | None = None) -> CommandResult:
+        assert self._episode is not None
+        return self._episode.shell(self._current).run(command, timeout=timeout)
+
+    def close(self) -> None:
+        pass  # the episode closes its shells
 
 
 def progress(verdict: Verdict) -> float:

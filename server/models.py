@@ -18,6 +18,10 @@ class FixOSAction(Action):
     args: list[str] = Field(
         default_factory=list, description="extra arguments, each shell-quoted and appended to command"
     )
+    host: str | None = Field(
+        default=None,
+        description="the host to run on, by name, in a multi-host scenario (default: the one logged into)",
+    )
 
     def command_line(self) -> str:
         return " ".join([self.command, *(shlex.quote(a) for a in self.args)])

@@ -33,7 +33,10 @@ _READERS = {
     "ss", "netstat", "lsof", "ls", "cat", "less", "more", "head", "tail", "grep", "egrep", "zgrep",
     "find", "stat", "file", "wc", "journalctl", "dmesg", "id", "whoami", "ip", "curl", "wget",
     "mount", "findmnt", "getfacl", "namei", "which", "env", "sysctl", "ulimit", "readlink",
+    "awk", "gawk", "mawk", "tac", "nl", "zcat", "zless", "sort", "uniq", "cut", "diff", "strings",
 }  # fmt: skip
+_IN_PLACE = re.compile(r"\s(-[a-zA-Z]*i\S*|--in-place\S*)")
+"""sed edits a file with -i / --in-place; without either it only prints (``sed -n 1,40p f``)."""
 _STATUS = re.compile(r"\b(service\s+\S+\s+status|systemctl\s+status|nginx\s+-t|php-fpm\S*\s+-t)\b")
 _LOOKS_AT = re.compile(r"(/var/log/|/etc/|\bnginx\s+-t\b|\bjournalctl\b|\bdmesg\b|\bstatus\b)")
 _TROUBLE = re.compile(
@@ -56,19 +59,24 @@ class StepReward:
     parts: dict[str, float] = field(default_factory=dict)
 
 
-def _programs(command: str) -> list[str]:
+def _programs(command: str) -> list[tuple[str, str]]:
+    """Each simple command's program name, and the rest of its words."""
     words = []
     for piece in re.split(r"[|;&]+|\$\(|`", command):
         tokens = piece.strip().split()
         while tokens and ("=" in tokens[0] or tokens[0] in ("sudo", "env", "nice", "timeout", "-n")):
             tokens = tokens[1:]
         if tokens:
-            words.append(tokens[0].rsplit("/", 1)[-1])
+            words.append((tokens[0].rsplit("/", 1)[-1], " " + " ".join(tokens[1:])))
     return words
 
 
+def _reads(program: str, rest: str) -> bool:
+    return program in _READERS or (program == "sed" and not _IN_PLACE.search(rest))
+
+
 def is_exploration(command: str) -> bool:
-    return bool(_STATUS.search(command)) or any(p in _READERS for p in _programs(command))
+    return bool(_STATUS.search(command)) or any(_reads(p, rest) for p, rest in _programs(command))
 
 
 def is_edit(command: str) -> bool:

@@ -5,6 +5,7 @@ validate`, `inference.py` and `fixos serve` work."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shlex
 import signal
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 import uvicorn
 from helpers import ROOT, containers_owned_by, labelled, start_fixos, wait_for
+from openenv.core.generic_client import GenericEnvClient
 
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.solution import render
@@ -54,9 +56,16 @@ class Served:
         max_sessions: int = 4,
         session_timeout: float = 300,
         warm: int = 0,
+        catalog=CATALOG,
+        step_seconds: float | None = None,
     ):
-        self.context = ServerContext(run_id=run_id, client=client, catalog=CATALOG, images=images, warm=warm)
-        self.app = create_fixos_app(self.context, max_sessions=max_sessions, session_timeout=session_timeout)
+        self.context = ServerContext(run_id=run_id, client=client, catalog=catalog, images=images, warm=warm)
+        self.app = create_fixos_app(
+            self.context,
+            max_sessions=max_sessions,
+            session_timeout=session_timeout,
+            step_seconds=step_seconds,
+        )
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._server = uvicorn.Server(
@@ -83,7 +92,7 @@ class Served:
             self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
         )
         try:
-            with urllib.request.urlopen(request, timeout=120) as resp:
+            with urllib.request.urlopen(request, timeout=300) as resp:  # a 3-host reset under load
                 return resp.status, json.load(resp)
         except urllib.error.HTTPError as exc:
             return exc.code, json.load(exc)
@@ -128,6 +137,11 @@ def _view(*, services=(), procs=(), disks=()) -> HostView:
         ("true", "", _view(), _view(), (0.5, 0.0), False, {"progress": -0.2}),
         ("perl -0777 -i -pe 's/a/b/' /etc/mysql/my.cnf", "", _view(), _view(), (0, 0), False, {"edit": 0.3}),
         ("service nginx status", "", _view(procs=[(909, 99.0)]), _view(), (0, 0), False, {"explore": 0.1}),
+        ("sed -n 1,40p /etc/nginx/nginx.conf", "[emerg] unknown directive", _view(), _view(), (0, 0), False,
+         {"explore": 0.1, "diagnose": 0.2}),
+        ("awk '/error/' /var/log/nginx/error.log | tail -5", "", _view(), _view(), (0, 0), False,
+         {"explore": 0.1}),
+        ("sed -i.bak 's/a/b/' /etc/nginx/nginx.conf", "", _view(), _view(), (0, 0), False, {"edit": 0.3}),
     ],
 )  # fmt: skip
 def test_reward_table(command, output, before, after, progress, solved, expected):
@@ -294,12 +308,17 @@ def test_plain_endpoints(client, images, test_run_id):
         code, step = served.http("POST", "/step", {"action": {"command": "ps aux"}})
         assert code == 200 and step["session_id"] == session and step["reward"] == pytest.approx(0.1)
         assert served.http("POST", "/step", {"action": {"cmd": "x"}})[0] == 422
+        code, body = served.http("POST", "/step", {"action": {"command": "true", "host": "nope"}})
+        assert code == 400 and "no host 'nope'" in body["detail"]
+        login = CATALOG["easy_1"].hosts[0].name
+        code, step = served.http("POST", "/step", {"action": {"command": "hostname", "host": login}})
+        assert code == 200 and step["observation"]["exit_code"] == 0
         code, step = served.http(
             "POST", "/step", {"session_id": session, "action": {"command": "service nginx start"}}
         )
         assert step["done"] is True and step["observation"]["task_score"] == 1.0
         code, state = served.http("GET", f"/state?session_id={session}")
-        assert state["final_score"] == 1.0 and state["step_count"] == 2 and state["task_id"] == "easy_1"
+        assert state["final_score"] == 1.0 and state["step_count"] == 3 and state["task_id"] == "easy_1"
         assert served.http("GET", "/health")[1]["active_sessions"] == 1
         assert served.http("POST", "/close", {})[1] == {"session_id": session, "closed": True}
         assert served.http("GET", "/health")[1]["active_sessions"] == 0
@@ -377,3 +396,107 @@ def test_fixos_serve_removes_its_containers_on_sigterm(client, images):
             proc.kill()
         for c in containers_owned_by(client, proc.pid):
             remove_labelled(client, run_id=c.labels["fixos.run"])
+
+
+# -- timeouts: the generic client, idle time, reconnects -------------------------------
+
+
+class ServerErrors(logging.Handler):
+    """ERROR records of uvicorn's logger (an ASGI traceback is one). Attached once the server
+    runs: uvicorn's logging setup replaces the handlers of its loggers."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+        logging.getLogger("uvicorn.error").addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def close(self) -> None:
+        logging.getLogger("uvicorn.error").removeHandler(self)
+        super().close()
+
+
+@pytest.mark.live
+def test_a_long_step_is_cut_below_the_client_timeout_and_the_episode_stays(client, images, test_run_id):
+    # Scaled down: the scenario allows a 60 s command, the generic client waits 30 s (60 s by
+    # default), the server caps a step's command at 2 s (40 s by default); uncapped, `sleep 60`
+    # would outlast the client and lose the episode (the next test).
+    with (
+        Served(client, images, test_run_id, step_seconds=2) as served,
+        GenericEnvClient(base_url=served.url, message_timeout_s=120).sync() as env,
+    ):
+        env.reset(task_id="easy_1", seed=1)  # a boot under load may take longer than 30 s
+        env._async._message_timeout = 30
+        episode_id = env.state()["episode_id"]
+        started = time.monotonic()
+        long = env.step({"command": "sleep 60"})
+        print(f"a step cut at 2 s answered in {time.monotonic() - started:.1f}s")
+        assert long.observation["timed_out"] and long.observation["exit_code"] == 124 and not long.done
+        look = env.step({"command": "service nginx status"})
+        assert look.observation["exit_code"] == 3 and env.state()["episode_id"] == episode_id
+        assert env.state()["step_count"] == 2 and labelled(client, test_run_id)
+
+
+@pytest.mark.live
+def test_a_client_that_reconnects_is_told_its_episode_is_gone(client, images, test_run_id):
+    # No cap: a step outlives the client's patience, the client drops the socket and the
+    # server ends that session and its episode; the client's next step opens a new session.
+    with (
+        Served(client, images, test_run_id, step_seconds=0) as served,
+        GenericEnvClient(base_url=served.url, message_timeout_s=120).sync() as env,
+    ):
+        env.reset(task_id="easy_1", seed=1)  # a boot may take longer than the step's 2 s below
+        errors = ServerErrors()
+        env._async._message_timeout = 2
+        with pytest.raises(TimeoutError):
+            env.step({"command": "sleep 5"})
+        env._async._message_timeout = 120
+        with pytest.raises(RuntimeError, match="SESSION_LOST: this session holds no episode"):
+            env.step({"command": "service nginx start"})
+        wait_for(lambda: labelled(client, test_run_id) == [], timeout=30, delay=0.3)
+        assert env.reset(task_id="easy_1", seed=2).observation["task_id"] == "easy_1"
+    errors.close()
+    assert [r.getMessage() for r in errors.records] == []
+
+
+@pytest.mark.live
+def test_think_time_is_not_episode_time_and_idle_sessions_last_their_limit(client, images, test_run_id):
+    quick = CATALOG["easy_1"].model_copy(
+        update={"limits": CATALOG["easy_1"].limits.model_copy(update={"wall_seconds": 2.0})}
+    )
+    with (
+        Served(client, images, test_run_id, session_timeout=3, catalog={"easy_1": quick}) as served,
+        FixOSEnv(base_url=served.url).sync() as env,
+    ):
+        env.reset(task_id="easy_1", seed=1)
+        for _ in range(2):  # a model thinking 2.5 s per turn: 5 s in all, more than both limits
+            time.sleep(2.5)
+            step = env.step(FixOSAction(command="true"))
+            assert not step.done and step.observation.exit_code == 0
+        slow = env.step(FixOSAction(command="sleep 10"))  # commands do spend the episode's time
+        assert slow.done and slow.observation.timed_out and env.state().final_score == 0.0
+        assert served.app.state.fixos.active_sessions == 1
+        wait_for(lambda: served.app.state.fixos.active_sessions == 0, timeout=15, delay=0.2)
+
+
+@pytest.mark.live
+def test_the_host_field_runs_on_a_named_host_of_a_multi_host_scenario(client, images, test_run_id):
+    with Served(client, images, test_run_id) as served:
+        code, reset = served.http("POST", "/reset", {"task_id": "split_1", "seed": 1})
+        assert code == 200, reset
+        assert len(served.http("GET", "/state")[1]["containers"]) == 3
+
+        def step(command: str, host: str | None = None) -> int:
+            code, body = served.http("POST", "/step", {"action": {"command": command, "host": host}})
+            assert code == 200, body
+            return body["observation"]["exit_code"]
+
+        assert step("touch /tmp/seen-on-db", host="db") == 0
+        assert step("test -e /tmp/seen-on-db", host="db") == 0
+        assert step("test -e /tmp/seen-on-db") == 1, "no host named: the login host (web)"
+        assert step("test -e /tmp/seen-on-db", host="app") == 1
+        state = served.http("GET", "/state")[1]
+        assert state["step_count"] == 4
+        assert state["remaining_steps"] == CATALOG["split_1"].limits.max_steps - 4
