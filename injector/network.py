@@ -258,9 +258,11 @@ class DbHostWrong(Fault):
 
 @FAULTS.register
 class LinkThrottled(Fault):
-    """A token-bucket qdisc left on the host's eth0 (a bandwidth test someone forgot):
-    every packet paced at a few hundred bytes a second, so a page that asks the
-    database waits longer than anyone will. Seeded: the rates."""
+    """A bandwidth cap on the database's traffic left on the host's eth0 (a QoS test
+    someone forgot): an htb class of a few hundred bits a second that u32 filters send
+    MariaDB's port to, both ways, the rest of the traffic unshaped (so ARP and ssh
+    still work: a plain tbf on the whole link starved ARP and the host fell off the
+    bridge). A page that asks the database waits longer than anyone will. Seeded: the rate."""
 
     type = "link_throttled"
 
@@ -274,17 +276,28 @@ class LinkThrottled(Fault):
 
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
         require_net_admin(shell, self.type)
-        # 250 bytes a second at most: MariaDB's greeting, login and ten orders take ~6 s,
-        # longer than a visitor (or the page check) waits; an ssh session still opens.
-        latency = rng.choice([20, 30, 60])
-        qdisc = f"tbf rate 1kbit burst 1600 peakrate 2kbit mtu 1600 latency {latency}s"
-        _run(shell, f"tc qdisc add dev eth0 root {qdisc}", "shape eth0")
-        self.seeded = {"qdisc": qdisc, "undo": "tc qdisc del dev eth0 root"}
+        rate = rng.choice([800, 1000, 1200])
+        dev = "dev eth0 parent 1:"
+        match = f"{dev} protocol ip prio 1 u32 match ip"
+        shaping = " && ".join(
+            [
+                "tc qdisc add dev eth0 root handle 1: htb default 10 r2q 1",
+                f"tc class add {dev} classid 1:10 htb rate 1000mbit quantum 60000",
+                f"tc class add {dev} classid 1:30 htb rate {rate}bit ceil {rate}bit burst 100 cburst 100",
+                f"tc filter add {match} sport {DB_PORT} 0xffff flowid 1:30",
+                f"tc filter add {match} dport {DB_PORT} 0xffff flowid 1:30",
+            ]
+        )
+        # htb warns about quanta it picks itself: noise, not an error
+        quiet = f"({shaping}) 2>&1 | grep -v '^Warning: sch_htb'; tc class show dev eth0 | grep -q 1:30"
+        _run(shell, quiet, "shape eth0")
+        self.seeded = {"rate_bits": rate, "undo": "tc qdisc del dev eth0 root"}
         return self.seeded
 
     def confirm(self, shell: Shell) -> Outcome:
-        shown = shell.run("tc qdisc show dev eth0", timeout=10).output.strip()
-        return Outcome(" tbf " in f" {shown}", f"eth0: {shown}")
+        shown = shell.run("tc qdisc show dev eth0; tc class show dev eth0", timeout=10).output.strip()
+        capped = " htb " in f" {shown}" and "class htb 1:30" in shown
+        return Outcome(capped, f"eth0: {shown.replace(chr(10), '; ')}")
 
     def revert(self, shell: Shell) -> None:
         shell.run(self.seeded["undo"], timeout=10)

@@ -52,6 +52,14 @@ def app_probe(client, images, stack):
         yield Probe(testinfra_backend.testinfra_host(view, "app"), view, app, root=HOST_ROOT)
 
 
+@pytest.fixture(scope="module")
+def db_probe(client, images, stack):
+    db = stack.hosts["db"]
+    with Inspector(client, db, images["inspector"]) as inspector:
+        view = inspector.shell
+        yield Probe(testinfra_backend.testinfra_host(view, "db"), view, db, root=HOST_ROOT)
+
+
 def check(type_name: str, **params):
     cls = CHECKS.get(type_name)
     return cls(cls.Params.model_validate(params))
@@ -151,20 +159,23 @@ def test_db_host_wrong(stack, app_probe, variant):
     assert seeded["variant"] == variant
 
 
-def test_link_throttled(stack, app_probe):
+def test_link_throttled(stack, app_probe, db_probe):
+    """on db, as net_5 has it: only MariaDB's port is shaped, so ssh and ARP still pass"""
     qdisc = check("qdisc_unchanged")
-    healthy = qdisc.snapshot(app_probe)
+    healthy = qdisc.snapshot(db_probe)
     fault = FAULTS.get("link_throttled")(FAULTS.get("link_throttled").Params())
-    with stack.hosts["app"].shell() as shell:
+    with stack.hosts["db"].shell() as shell:
         seeded = fault.inject(shell, fault_rng(1, 0, "link_throttled"))
         try:
             assert fault.confirm(shell).passed
-            shaped = qdisc.evaluate(app_probe, healthy)
-            assert not shaped.passed and "tbf" in shaped.detail, shaped.detail
+            shaped = qdisc.evaluate(db_probe, healthy)
+            assert not shaped.passed and "htb" in shaped.detail, shaped.detail
             assert wait_page(stack, ok=False), "the order page still loads through the throttle"
+            ssh = shell.run("ssh -o BatchMode=yes -o ConnectTimeout=10 web true", timeout=30)
+            assert ssh.ok, f"ssh is shaped too: {ssh.output}"
         finally:
             assert shell.run(seeded["undo"]).ok
-    assert qdisc.evaluate(app_probe, healthy).passed
+    assert qdisc.evaluate(db_probe, healthy).passed
     assert wait_page(stack, ok=True, timeout=30)
 
 
