@@ -36,8 +36,10 @@ CHAINS = ["db-guard", "HARDENING", "fw-input"]
 BIND_FILES = [
     "/etc/mysql/mariadb.conf.d/60-fixos.cnf",
     "/etc/mysql/mariadb.conf.d/99-hardening.cnf",
-    "/etc/mysql/conf.d/security.cnf",
+    "/etc/mysql/mariadb.conf.d/90-security.cnf",
 ]
+"""files read after 50-server.cnf and the role's bind-address = 0.0.0.0 (my.cnf reads conf.d/
+*before* mariadb.conf.d/, so a line there would be overridden and break nothing)."""
 
 
 def _run(shell: Shell, command: str, what: str, timeout: float = 30) -> str:
