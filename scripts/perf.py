@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -102,6 +103,9 @@ def measure_throughput(client, images, catalog, parallel: int, seeds: int) -> tu
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer samples")
+    parser.add_argument(
+        "--sessions", default=None, help="concurrent OpenEnv sessions to measure (default 8,32,64; quick: 8)"
+    )
     args = parser.parse_args()
     n = 3 if args.quick else 8
     console = make_console()
@@ -131,6 +135,11 @@ def main() -> int:
             figures[f"oracle episodes/min easy -j {parallel}"] = rate
             if failed:
                 console.print(f"[red]-j {parallel}: {failed} oracle episode(s) not scored 1.0[/]")
+        from perf_sessions import measure_sessions  # scripts/ beside this file
+
+        for sessions in (args.sessions or ("8" if args.quick else "8,32,64")).split(","):
+            figures.update(measure_sessions(client, images, catalog, int(sessions)))
+        figures["load average (1 min) at the end"] = os.getloadavg()[0]
     finally:
         remove_labelled(client, run_id=run_id)
     table = Table(
