@@ -27,9 +27,9 @@ def world(client, images, run_id, scenario_id: str, seed: int) -> dict:
             "seeded": [f.seeded for f in ep.faults],
             "files": {path: host.read_file(path) for path in WATCHED},
             "junk": shell.run("find /var/log -type f -size +64k -printf '%p %s\\n' | sort").output,
-            "rogues": shell.run(  # scripts running that the healthy host does not run
+            "rogues": shell.run(  # scripts running that the healthy host does not (PIDs: in seeded)
                 "for p in /proc/[0-9]*; do a=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null); case \"$a\" in "
-                "'/bin/sh /'*|'/usr/bin/perl /'*) echo ${p#/proc/} $a;; esac; done | sort -n | grep -vF "
+                "'/bin/sh /'*|'/usr/bin/perl /'*) echo $a;; esac; done | sort | grep -vF "
                 + " ".join(f"-e {path}" for path in sorted(INNOCENT_PROGRAMS))
             ).output,
         }
