@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from fixos.agent_shells import AgentShells
+from fixos.agents import Endpoints, Task
+from fixos.agents.external import VERIFY_REQUEST, ExternalAgent
 from fixos.core.errors import FixOSError, ScenarioError
 from fixos.episodes import run_episode
 from fixos.injector import FAULTS
@@ -184,3 +186,14 @@ def test_split_episode_scores_over_exec_and_ssh(client, images, test_run_id, tmp
     for (agent, transport), record in records.items():
         assert record.status == EpisodeStatus.scored, (agent, transport, record.failure)
         assert record.reward == (1.0 if agent == "oracle" else 0.0), (agent, transport, record.verdict)
+
+
+def test_external_agent_says_which_host_and_that_ssh_reaches_the_others(tmp_path, capsys):
+    workdir = tmp_path / "run" / "split_1-s1-external"
+    workdir.mkdir(parents=True)
+    (workdir.parent / VERIFY_REQUEST).touch()  # as `fixos verify RUN_ID` asks: returns at once
+    endpoints = Endpoints("ssh -p 1 root@127.0.0.1", "docker exec -it x bash -l", "k", "web", ["app", "db"])
+    task = Task("split_1", "The site is down.", 5, 5.0, workdir, endpoints)
+    ExternalAgent(poll=0.01).solve(task, None)  # type: ignore[arg-type]
+    out = capsys.readouterr().out
+    assert "log you in on 'web'" in out and "(app, db)" in out and "ssh db" in out, out
