@@ -30,6 +30,7 @@ from fixos.shells.base import Shell
 from fixos.shells.exec import ExecShell
 from fixos.shells.ssh import SshShell, new_key, public_line
 from fixos.stack.disk_guard import DiskWatch, bounds_of, disk_mode, host_storage_opt, host_ulimits
+from fixos.stack.networks import create_network
 from fixos.stack.programs import run_program
 from fixos.stack.roles import ROLE_PROBES, install_peer_key, role_environment
 from fixos.stack.tls import install as install_tls
@@ -226,9 +227,7 @@ class Stack:
 
     def up(self) -> None:
         try:
-            self._network = self._client.networks.create(
-                f"fixos-{self.episode_id}", driver="bridge", labels=self._labels
-            )
+            self._network = create_network(self._client, f"fixos-{self.episode_id}", self._labels)
             for spec in self._specs:
                 self.hosts[spec.name] = self._start(spec)
             if disk_mode(self._client, self._images[self._specs[0].image], self._labels) == "watch":
