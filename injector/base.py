@@ -133,8 +133,18 @@ def inject_all(
 
 # The fault modules register their classes as they load; loading them here means
 # whoever holds FAULTS holds every type. They import this module, hence the end.
-from fixos.injector import config, database, dependency, disk, permissions, process, service  # noqa: E402, F401
-from fixos.injector import tls  # noqa: E402, F401
-from fixos.injector import limits, php  # noqa: E402, F401
-from fixos.injector import network  # noqa: E402, F401
-from fixos.injector import schedule, tables  # noqa: E402, F401
+from fixos.injector import (  # noqa: E402, F401
+    config,
+    database,
+    dependency,
+    disk,
+    limits,
+    network,
+    permissions,
+    php,
+    process,
+    schedule,
+    service,
+    tables,
+    tls,
+)

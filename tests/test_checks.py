@@ -138,7 +138,8 @@ CASES = [
     Case(
         "table_intact",
         {"table": "shop.shipments"},
-        "mariadb -e 'CREATE TABLE shop.kept AS SELECT * FROM shop.shipments; DELETE FROM shop.shipments LIMIT 1'",
+        "mariadb -e 'CREATE TABLE shop.kept AS SELECT * FROM shop.shipments;"
+        " DELETE FROM shop.shipments LIMIT 1'",
         "mariadb -e 'REPLACE INTO shop.shipments SELECT * FROM shop.kept; DROP TABLE shop.kept'",
         "the healthy host had 5 rows",
     ),

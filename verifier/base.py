@@ -86,7 +86,16 @@ CHECKS: Registry[Check] = Registry("check type")
 
 # The check modules register their classes as they load; loading them here means
 # whoever holds CHECKS holds every type. They import this module, hence the end.
-from fixos.verifier import database, files, http, integrity, modes, service, steady, system  # noqa: E402, F401
-from fixos.verifier import tls  # noqa: E402, F401
-from fixos.verifier import network  # noqa: E402, F401
-from fixos.verifier import tables  # noqa: E402, F401
+from fixos.verifier import (  # noqa: E402, F401
+    database,
+    files,
+    http,
+    integrity,
+    modes,
+    network,
+    service,
+    steady,
+    system,
+    tables,
+    tls,
+)
