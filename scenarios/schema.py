@@ -69,8 +69,9 @@ class HostSpec(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _services_of_role(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "services" not in data and data.get("role") in ROLE_SERVICES:
-            return {**data, "services": ROLE_SERVICES[data["role"]]}
+        role = data.get("role") if isinstance(data, dict) else None
+        if isinstance(role, str) and "services" not in data and role in ROLE_SERVICES:  # a list is no role
+            return {**data, "services": ROLE_SERVICES[role]}
         return data
 
 
