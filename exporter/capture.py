@@ -12,6 +12,7 @@ what the task runs against them looks them up by name too (``exporter.pids``).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,8 +82,8 @@ class Capture:
 
     scenario: Scenario
     seed: int
-    commands: list[str]
-    """what broke the host, in order (prepare, then inject), as one session ran them."""
+    commands: dict[str, list[str]]
+    """host -> what broke it, in order (prepare, then inject), as one session there ran them."""
     faults: list[InjectedFault]
     checks: list[CheckEntry]
     baseline: dict[str, Any]
@@ -94,9 +95,9 @@ class Capture:
 def capture(
     scenario: Scenario, seed: int, *, client: docker.DockerClient, images: dict[str, str], run_id: str
 ) -> Capture:
-    """Boot the scenario's host and run the reset phases (fixos.phases) on it, the faults going
-    in through a CaptureShell that records them."""
-    host = scenario.hosts[0].name
+    """Boot the scenario's hosts and run the reset phases (fixos.phases) on them, the faults going
+    in through a CaptureShell per host that records them."""
+    names = [h.name for h in scenario.hosts]
     checks = check_entries(scenario)
     stack = Stack(
         client,
@@ -108,25 +109,26 @@ def capture(
     try:
         stack.up()
         # As in an episode: the checks look from inspectors (with SYS_PTRACE, as the
-        # exported container has), the faults go in through the recorder around one
-        # session in the host, so only their commands are kept.
+        # exported container has), the faults go in through the recorders around one
+        # session in each host, so only their commands are kept.
         inspector = images.get("inspector") or ensure_image(client, "inspector", lambda line: None)
-        with stack.hosts[host].shell() as shell:
-            recorder = CaptureShell(shell)
+        with contextlib.ExitStack() as sessions:
+            shells = {name: sessions.enter_context(stack.hosts[name].shell()) for name in names}
+            recorders = {name: CaptureShell(shells[name]) for name in names}
             broken = break_hosts(
                 checks,
                 fault_entries(scenario),
                 seed,
-                {host: shell},
-                {host: stack.hosts[host]},
+                shells,
+                {name: stack.hosts[name] for name in names},
                 vantage=lambda patient: inspected(client, stack.hosts, inspector, patient=patient),
-                inject_through={host: recorder},
-                on_injected=recorder.stop,
+                inject_through=recorders,
+                on_injected=lambda: [r.stop() for r in recorders.values()],
             )
         return Capture(
             scenario=scenario,
             seed=seed,
-            commands=recorder.commands,
+            commands={name: r.commands for name, r in recorders.items()},
             faults=broken.faults,
             checks=checks,
             baseline=broken.baseline,

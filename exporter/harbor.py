@@ -27,12 +27,14 @@ import docker
 
 from fixos.core.errors import FixOSError
 from fixos.exporter.capture import Capture, capture
+from fixos.exporter.compose import DISPATCH, compose_yaml, is_multi_host, login_of, ssh_files, wait_for_peers
 from fixos.exporter.pids import PID_OF
 from fixos.exporter.settle import settle_lines
 from fixos.scenarios.schema import Scenario
 from fixos.shells.session import CLEAN_ENV
 from fixos.stack.hosts import READY_PROBES
 from fixos.stack.images import IMAGES_DIR
+from fixos.stack.roles import ROLE_PROBES
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 READY_MARKER = "/run/fixos-ready"
@@ -40,6 +42,8 @@ VERIFIER_VENV = "/opt/fixos-verifier"
 # Modules the exported verifier needs, written under lib/ at their package paths.
 VENDORED = ["fixos", "fixos.core", "fixos.core.errors", "fixos.core.models", "fixos.core.registry"]
 VENDORED += ["fixos.shells.base", "fixos.shells.probes", "fixos.verifier"]
+VERIFIER_PACKAGES = ("pydantic", "pytest-testinfra", "cryptography")
+"""what the vendored checks import, pinned to the versions FixOS runs with."""
 VERIFIER_TIMEOUT = 180.0
 BUILD_TIMEOUT = 1800.0
 STORAGE_MB = 10240
@@ -78,7 +82,7 @@ def _wait_ready(what: str) -> str:
 
 
 def task_toml(scenario: Scenario, seed: int) -> str:
-    host = scenario.hosts[0]
+    host = login_of(scenario)
     tags = sorted({"fixos", "troubleshooting", "sre", *scenario.tags, *scenario.fault_types})
     cpus = int(host.cpus) if float(host.cpus).is_integer() else host.cpus
     return "\n".join(
@@ -120,7 +124,7 @@ def task_toml(scenario: Scenario, seed: int) -> str:
 
 def dockerfile() -> str:
     server = (IMAGES_DIR / "server" / "Dockerfile").read_text(encoding="utf-8")
-    pins = " ".join(f"{name}=={metadata.version(name)}" for name in ("pydantic", "pytest-testinfra"))
+    pins = " ".join(f"{name}=={metadata.version(name)}" for name in VERIFIER_PACKAGES)
     return (
         server.rstrip("\n")
         + f"""
@@ -170,14 +174,23 @@ exec /sbin/init
 """
 
 
-def break_host(cap: Capture) -> str:
-    host = cap.scenario.hosts[0]
-    ready = " && ".join(READY_PROBES[s] for s in host.services if s in READY_PROBES) or "true"
+def break_host(cap: Capture, name: str | None = None) -> str:
+    """The script that breaks host ``name`` (default: the only one) at its boot."""
+    host = next(h for h in cap.scenario.hosts if h.name == name) if name else cap.scenario.hosts[0]
+    probes = [READY_PROBES[s] for s in host.services if s in READY_PROBES]
+    if host.role in ROLE_PROBES:
+        probes.append(ROLE_PROBES[host.role].format(name=shlex.quote(host.name)))
+    ready = " && ".join(probes) or "true"
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(CLEAN_ENV.items()))
     faults = ", ".join(cap.scenario.fault_types)
+    mine = [f for f in cap.faults if f.host == host.name]
+    peers = wait_for_peers(cap.scenario, READY_MARKER) if is_multi_host(cap.scenario) else ""
+    if peers and host.name != login_of(cap.scenario).name:
+        peers = ""
+    which = f" (host {host.name})" if is_multi_host(cap.scenario) else ""
     return (
         "#!/bin/bash\n"
-        f"# Breaks this host once, as FixOS broke {cap.scenario.id} with seed {cap.seed} ({faults}):\n"
+        f"# Breaks this host{which} once, as FixOS broke {cap.scenario.id} with seed {cap.seed} ({faults}):\n"
         "# waits until the services answer, then runs the faults' commands in one session,\n"
         "# in the order FixOS ran them, and removes itself.\n"
         f"export {env}\n"
@@ -185,9 +198,10 @@ def break_host(cap: Capture) -> str:
         f"for _ in $(seq 1 900); do {{ {ready}; }} >/dev/null 2>&1 && break; sleep 0.1; done\n"
         'rm -f "$0"\n'
         "\n"
-        + "\n".join(cap.commands)
+        + "\n".join(cap.commands[host.name])
         + "\n\n# Wait for what FixOS's confirmation waited for.\n"
-        + _with_pid_of("".join(line + "\n" for line in settle_lines(cap.faults)))
+        + _with_pid_of("".join(line + "\n" for line in settle_lines(mine)))
+        + peers
         + f": > {READY_MARKER}\n"
     )
 
@@ -228,7 +242,15 @@ def spec_json(cap: Capture) -> str:
         }
         for c in cap.checks
     ]
-    return _json({"scenario": cap.scenario.id, "seed": cap.seed, "checks": checks, "baseline": cap.baseline})
+    return _json(
+        {
+            "scenario": cap.scenario.id,
+            "seed": cap.seed,
+            "login": login_of(cap.scenario).name,
+            "checks": checks,
+            "baseline": cap.baseline,
+        }
+    )
 
 
 def _module_files(name: str) -> list[tuple[str, Path]]:
@@ -258,7 +280,9 @@ def _copy_tree(src: Path, dst: Path) -> None:
         target = dst / path.relative_to(src)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
-        target.chmod(path.stat().st_mode & 0o777)
+        # as FixOS's own image build sees it (stack/images.py): only the exec bit counts, so
+        # a checkout's umask or a file saved 0600 gives the task the modes FixOS's hosts had
+        target.chmod(0o755 if path.stat().st_mode & 0o100 else 0o644)
 
 
 def write_task(cap: Capture, out: Path) -> Path:
@@ -272,11 +296,20 @@ def write_task(cap: Capture, out: Path) -> Path:
     _write(task / "README.md", (TEMPLATES / "README.md").read_text(encoding="utf-8"))
     env = task / "environment"
     _write(env / "Dockerfile", dockerfile())
-    compose = COMPOSE.format(log_mb=host.log_disk_mb, inodes=host.log_disk_inodes, pids=host.pids)
-    _write(env / "docker-compose.yaml", compose)
     _copy_tree(IMAGES_DIR / "server" / "rootfs", env / "rootfs")
     _write(env / "task" / "usr" / "local" / "sbin" / "fixos-boot", BOOT, 0o755)
-    _write(env / "task" / "usr" / "local" / "share" / "fixos" / "break-host", break_host(cap), 0o755)
+    share = env / "task" / "usr" / "local" / "share" / "fixos"
+    if is_multi_host(scenario):
+        _write(env / "docker-compose.yaml", compose_yaml(scenario))
+        _write(share / "break-host", DISPATCH, 0o755)
+        for spec in scenario.hosts:
+            _write(share / "break-host.d" / spec.name, break_host(cap, spec.name), 0o755)
+        for path, (text, mode) in ssh_files(scenario, cap.seed).items():
+            _write(env / "task" / path.lstrip("/"), text, mode)
+    else:
+        compose = COMPOSE.format(log_mb=host.log_disk_mb, inodes=host.log_disk_inodes, pids=host.pids)
+        _write(env / "docker-compose.yaml", compose)
+        _write(share / "break-host", break_host(cap), 0o755)
     _write(task / "solution" / "solve.sh", solve_sh(cap), 0o755)
     tests = task / "tests"
     _write(tests / "test.sh", TEST_SH, 0o755)
@@ -287,16 +320,12 @@ def write_task(cap: Capture, out: Path) -> Path:
 
 
 def check_exportable(scenario: Scenario) -> None:
-    if len(scenario.hosts) != 1:
-        raise ExportError(
-            f"scenarios/{scenario.id}.yaml: hosts: a Harbor task is one container "
-            f"(this scenario has {len(scenario.hosts)} hosts)"
-        )
-    if scenario.hosts[0].image != "server":
-        raise ExportError(
-            f"scenarios/{scenario.id}.yaml: hosts[0].image: only the server image can be exported "
-            f"(got {scenario.hosts[0].image!r})"
-        )
+    for i, spec in enumerate(scenario.hosts):
+        if spec.image != "server":
+            raise ExportError(
+                f"scenarios/{scenario.id}.yaml: hosts[{i}].image: only the server image can be exported "
+                f"(got {spec.image!r})"
+            )
 
 
 def export_harbor(
@@ -321,5 +350,6 @@ def export_harbor(
         for seed in seeds:
             cap = capture(scenario, seed, client=client, images=images, run_id=run_id)
             written.append(write_task(cap, out))
-            say(f"{task_name(scenario, seed)}: {len(cap.commands)} commands break the host")
+            count = sum(len(c) for c in cap.commands.values())
+            say(f"{task_name(scenario, seed)}: {count} commands break {len(cap.commands)} host(s)")
     return written

@@ -21,6 +21,7 @@ from docker.errors import APIError, NotFound
 
 from fixos.exporter.harbor import READY_MARKER, ExportError
 from fixos.stack.hosts import LABEL_RUN
+from fixos.stack.networks import create_network
 
 HARBOR_COMMAND = ["sh", "-c", "sleep infinity"]
 READY_TIMEOUT = 180.0
@@ -76,54 +77,102 @@ def _read(container: Any, path: str) -> bytes | None:
         return extracted.read() if extracted else None
 
 
-def _container_options(task: Path) -> dict[str, Any]:
-    """What Harbor would give the container: task.toml's resources, docker-compose.yaml's extras."""
-    config = tomllib.loads((task / "task.toml").read_text(encoding="utf-8"))["environment"]
-    main = yaml.safe_load((task / "environment" / "docker-compose.yaml").read_text())["services"]["main"]
-    tmpfs = dict(entry.split(":", 1) for entry in main.get("tmpfs", []))
-    memory = f"{config['memory_mb']}m"
-    return {
+def _compose_services(task: Path) -> dict[str, dict[str, Any]]:
+    return yaml.safe_load((task / "environment" / "docker-compose.yaml").read_text())["services"]
+
+
+def _container_options(task: Path, name: str = "main") -> dict[str, Any]:
+    """What Harbor would give a service's container: task.toml's resources for main,
+    docker-compose.yaml's for the others, and its extras."""
+    service = _compose_services(task)[name]
+    tmpfs = dict(entry.split(":", 1) for entry in service.get("tmpfs", []))
+    if name == "main":
+        config = tomllib.loads((task / "task.toml").read_text(encoding="utf-8"))["environment"]
+        memory, cpus = f"{config['memory_mb']}m", float(config["cpus"])
+    else:
+        memory, cpus = service["mem_limit"], float(service["cpus"])
+    options: dict[str, Any] = {
         "tmpfs": tmpfs,
-        "cap_add": main.get("cap_add", []),
-        "pids_limit": main.get("pids_limit"),
+        "cap_add": service.get("cap_add", []),
+        "pids_limit": service.get("pids_limit"),
         "mem_limit": memory,
         "memswap_limit": memory,
-        "nano_cpus": int(float(config["cpus"]) * 1e9),
+        "nano_cpus": int(cpus * 1e9),
     }
+    if "hostname" in service:
+        options["hostname"] = service["hostname"]
+    if "environment" in service:
+        options["environment"] = {k: str(v) for k, v in service["environment"].items()}
+    return options
+
+
+def _start_services(
+    client: docker.DockerClient, task: Path, image: str, *, run_id: str, label: str
+) -> tuple[Any, dict[str, Any]]:
+    """The network and the containers of a multi-host task's services, main included, as
+    compose starts them: each reachable by its aliases. (None, {}) for a one-host task."""
+    services = _compose_services(task)
+    if len(services) == 1:
+        return None, {}
+    network = create_network(client, f"fixos-{label}", {LABEL_RUN: run_id})
+    peers = {}
+    for name, service in services.items():
+        aliases = service.get("networks", {}).get("default", {}).get("aliases", [])
+        peers[name] = client.containers.create(
+            image,
+            HARBOR_COMMAND,
+            labels={LABEL_RUN: run_id},
+            name=f"fixos-{label}-{name}",
+            network=network.name,
+            networking_config={network.name: client.api.create_endpoint_config(aliases=[name, *aliases])},
+            **_container_options(task, name),
+        )
+    for container in peers.values():
+        container.start()
+    return network, peers
 
 
 def run_trial(client: docker.DockerClient, task: Path, image: str, *, run_id: str, solve: bool) -> Trial:
-    container = client.containers.run(
-        image,
-        HARBOR_COMMAND,
-        detach=True,
-        labels={LABEL_RUN: run_id},
-        name=f"fixos-{run_id}-{task.name}-{'solve' if solve else 'nop'}",
-        **_container_options(task),
-    )
+    label = f"{run_id}-{task.name}-{'solve' if solve else 'nop'}"
+    network, containers = _start_services(client, task, image, run_id=run_id, label=label)
     try:
-        started = time.monotonic()
-        while container.exec_run(["test", "-e", READY_MARKER]).exit_code != 0:
-            if time.monotonic() - started > READY_TIMEOUT:
-                raise ExportError(f"{task.name}: {READY_MARKER} not there after {READY_TIMEOUT:g}s")
-            time.sleep(0.2)
-        boot = time.monotonic() - started
-        solve_output = ""
-        if solve:
-            container.put_archive("/", _tar(task / "solution", "solution"))
-            res = container.exec_run(["bash", "/solution/solve.sh"])
-            solve_output = res.output.decode(errors="replace")
-        container.put_archive("/", _tar(task / "tests", "tests"))
-        res = container.exec_run(["bash", "/tests/test.sh"])
-        reward = _read(container, "/logs/verifier/reward.json")
-        checks = _read(container, "/logs/verifier/checks.json")
-        if reward is None or checks is None:
-            raise ExportError(
-                f"{task.name}: test.sh wrote no reward: {res.output.decode(errors='replace')[-500:]}"
+        if network is None:
+            containers["main"] = client.containers.run(
+                image,
+                HARBOR_COMMAND,
+                detach=True,
+                labels={LABEL_RUN: run_id},
+                name=f"fixos-{label}",
+                **_container_options(task),
             )
-        return Trial(
-            json.loads(reward), json.loads(checks), boot, solve_output, res.output.decode(errors="replace")
-        )
+        return _trial(containers["main"], task, solve=solve)
     finally:
-        with contextlib.suppress(NotFound):
-            container.remove(force=True, v=True)
+        for each in containers.values():
+            with contextlib.suppress(NotFound):
+                each.remove(force=True, v=True)
+        if network is not None:
+            with contextlib.suppress(NotFound):
+                network.remove()
+
+
+def _trial(container: Any, task: Path, *, solve: bool) -> Trial:
+    started = time.monotonic()
+    while container.exec_run(["test", "-e", READY_MARKER]).exit_code != 0:
+        if time.monotonic() - started > READY_TIMEOUT:
+            raise ExportError(f"{task.name}: {READY_MARKER} not there after {READY_TIMEOUT:g}s")
+        time.sleep(0.2)
+    boot = time.monotonic() - started
+    solve_output = ""
+    if solve:
+        container.put_archive("/", _tar(task / "solution", "solution"))
+        res = container.exec_run(["bash", "/solution/solve.sh"])
+        solve_output = res.output.decode(errors="replace")
+    container.put_archive("/", _tar(task / "tests", "tests"))
+    res = container.exec_run(["bash", "/tests/test.sh"])
+    reward = _read(container, "/logs/verifier/reward.json")
+    checks = _read(container, "/logs/verifier/checks.json")
+    if reward is None or checks is None:
+        said = res.output.decode(errors="replace")
+        raise ExportError(f"{task.name}: test.sh wrote no reward: {said[-500:]}")
+    tested = res.output.decode(errors="replace")
+    return Trial(json.loads(reward), json.loads(checks), boot, solve_output, tested)

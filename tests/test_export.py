@@ -110,10 +110,10 @@ def test_task_toml_has_harbor_fields() -> None:
     assert config["verifier"]["timeout_sec"] > 0
 
 
-def test_two_host_scenario_is_refused_naming_the_field() -> None:
+def test_a_host_of_another_image_is_refused_naming_the_field() -> None:
     scenario = CATALOG["easy_1"]
-    two = scenario.model_copy(update={"hosts": [*scenario.hosts, HostSpec(name="db")]})
-    with pytest.raises(ExportError, match=r"^scenarios/easy_1\.yaml: hosts: .*2 hosts"):
+    two = scenario.model_copy(update={"hosts": [*scenario.hosts, HostSpec(name="db", image="inspector")]})
+    with pytest.raises(ExportError, match=r"^scenarios/easy_1\.yaml: hosts\[1\]\.image: only the server"):
         check_exportable(two)
 
 

@@ -2,7 +2,9 @@
 
 It runs FixOS's own check classes (vendored beside this file, under lib/)
 against this host: commands through local bash, HTTP to 127.0.0.1, files read
-with open(). The healthy baseline was recorded when the task was exported.
+with open(). The other hosts of a multi-host task are judged over ssh with the
+task's key (commands, files) and over the task's network (HTTP to their names).
+The healthy baseline was recorded when the task was exported.
 
 Usage: verify.py SPEC.json OUT_DIR -> OUT_DIR/reward.json (``{"reward": x}``
 alone: Harbor computes pass@k only for a single key, and headlines the
@@ -12,8 +14,11 @@ and evidence).
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -70,20 +75,52 @@ class LocalShell:
         return None
 
 
+class PeerShell(LocalShell):
+    """Each command in a fresh bash on a peer host, over ssh with the task's key."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+
+    def run(self, command: str, timeout: float | None = None) -> CommandResult:
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in CLEAN_ENV.items())
+        remote = f"cd /root && env -i {env} bash --noprofile --norc -c {shlex.quote(command)}"
+        ssh = f"ssh -o BatchMode=yes -o ConnectTimeout=5 {shlex.quote(self.host)} {shlex.quote(remote)}"
+        return dataclasses.replace(super().run(ssh, timeout), command=command)
+
+
+class PeerAccess:
+    """HTTP to a peer by its name on the task's network, files read over ssh."""
+
+    def __init__(self, host: str) -> None:
+        self.name = host
+        self._shell = PeerShell(host)
+
+    def http_get(self, port: int, path: str, timeout: float = 5.0) -> HttpResponse:
+        return _get(f"http://{self.name}:{port}{path}", timeout)
+
+    def read_file(self, path: str) -> bytes | None:
+        result = self._shell.run(f"test -f {shlex.quote(path)} && base64 -w0 < {shlex.quote(path)}", 30)
+        return base64.b64decode(result.output) if result.exit_code == 0 else None
+
+
+def _get(url: str, timeout: float) -> HttpResponse:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return HttpResponse(resp.status, resp.read())
+    except urllib.error.HTTPError as exc:
+        return HttpResponse(exc.code, exc.read() or b"")
+    except (OSError, urllib.error.URLError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return HttpResponse(0, b"", f"{type(reason).__name__}: {reason}")
+
+
 class LocalAccess:
     """HTTP to this host's own port, files read directly."""
 
     name = "local"
 
     def http_get(self, port: int, path: str, timeout: float = 5.0) -> HttpResponse:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as resp:
-                return HttpResponse(resp.status, resp.read())
-        except urllib.error.HTTPError as exc:
-            return HttpResponse(exc.code, exc.read() or b"")
-        except (OSError, urllib.error.URLError) as exc:
-            reason = getattr(exc, "reason", exc)
-            return HttpResponse(0, b"", f"{type(reason).__name__}: {reason}")
+        return _get(f"http://127.0.0.1:{port}{path}", timeout)
 
     def read_file(self, path: str) -> bytes | None:
         try:
@@ -106,12 +143,14 @@ def main(spec_path: str, out_dir: str) -> int:
         )
         for c in spec["checks"]
     ]
-    shell = LocalShell()
-    probes = {
-        host: Probe(testinfra_host(shell, host), shell, LocalAccess(), patient=True)
-        for host in {e.host for e in entries}
-    }
-    wait_for_exits({"local": shell})
+    login = spec.get("login")
+    probes = {}
+    for host in sorted({e.host for e in entries}):
+        here = login is None or host == login
+        shell = LocalShell() if here else PeerShell(host)
+        access = LocalAccess() if here else PeerAccess(host)
+        probes[host] = Probe(testinfra_host(shell, host), shell, access, patient=True)
+    wait_for_exits({host: probe.shell for host, probe in probes.items()})
     verdict = judge(entries, probes, spec["baseline"], moment="after").verdict
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
