@@ -138,10 +138,12 @@ def preload_breaks_programs(client, host):
 
 def fork_bomb(client, host):
     api = client.api
-    api.exec_start(
-        api.exec_create(host.handle.container_id, ["/bin/sh", "-c", "b() { b | b & }; b"]), detach=True
-    )
-    deadline = time.monotonic() + 30
+    # Sleepers that outlive their parent and loops that retry when fork fails:
+    # the classic b|b& bomb's shells die on EAGAIN and hand PIDs back, so on a
+    # loaded machine its count can hover below the limit for a long time.
+    bomb = "for i in 1 2 3 4; do (while :; do sleep 1000 & done) & done; wait"
+    api.exec_start(api.exec_create(host.handle.container_id, ["/bin/sh", "-c", bomb]), detach=True)
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if host_pids(client, host) >= PIDS - 2:
             return
