@@ -61,6 +61,11 @@ class Fault:
     def prepare(self, shell: Shell, rng: random.Random) -> None:
         return None
 
+    def pins_pid(self) -> bool:
+        """Whether ``inject`` starts a process at a PID the scenario fixed (a ``pid`` or
+        ``pids`` param): such a fault must inject before any fault that forks."""
+        return bool(getattr(self.params, "pid", None) or getattr(self.params, "pids", None))
+
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
         raise NotImplementedError
 
@@ -100,6 +105,9 @@ def inject_all(
 ) -> list[InjectedFault]:
     """Inject ``(host, type, params)`` in order, then confirm each.
 
+    Faults that pin a process to a fixed PID inject first: any other fault may
+    fork (a failed MariaDB start forks dozens of times) and push the PID counter
+    past the pinned PID. Each fault keeps its index (its seed stream, ``f<i>``).
     ``on_injected`` is called once every fault is in, before the confirmations
     (the Harbor export records the commands that broke the host up to there).
     Raises InvalidEpisode when a fault's symptom cannot be observed.
@@ -109,9 +117,11 @@ def inject_all(
         fault, rng = registry.get(fault_type)(params), fault_rng(seed, index, fault_type)
         fault.prepare(shells[host], rng)
         prepared.append((fault, rng, host, fault_type))
-    applied: list[tuple[Fault, str, str, dict[str, Any]]] = []
-    for fault, rng, host, fault_type in prepared:
-        applied.append((fault, host, fault_type, fault.inject(shells[host], rng)))
+    seeded_by_index: dict[int, dict[str, Any]] = {}
+    for index in sorted(range(len(prepared)), key=lambda i: not prepared[i][0].pins_pid()):
+        fault, rng, host, _ = prepared[index]
+        seeded_by_index[index] = fault.inject(shells[host], rng)
+    applied = [(f, h, t, seeded_by_index[i]) for i, (f, _, h, t) in enumerate(prepared)]
     if on_injected is not None:
         on_injected()
     injected = []
