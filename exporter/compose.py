@@ -124,6 +124,8 @@ def compose_yaml(scenario: Scenario) -> str:
     ]
     for spec in [login, *(h for h in scenario.hosts if h.name != login.name)]:
         log_line = f"/var/log:size={spec.log_disk_mb}m,nr_inodes={spec.log_disk_inodes},mode=0755"
+        if spec.tmp_disk_mb is not None:  # a second entry of the same tmpfs list
+            log_line += f"\n      - /tmp:size={spec.tmp_disk_mb}m,mode=1777"
         name = "main" if spec is login else spec.name
         out += _service(name, spec, scenario, main=spec is login, log_line=log_line, cpus=spec.cpus)
     return "\n".join(out) + "\n"

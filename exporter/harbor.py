@@ -308,6 +308,10 @@ def write_task(cap: Capture, out: Path) -> Path:
             _write(env / "task" / path.lstrip("/"), text, mode)
     else:
         compose = COMPOSE.format(log_mb=host.log_disk_mb, inodes=host.log_disk_inodes, pids=host.pids)
+        if host.tmp_disk_mb is not None:  # /tmp sized by the scenario: a tmpfs beside /var/log
+            compose = compose.replace(
+                "mode=0755\n", f"mode=0755\n      - /tmp:size={host.tmp_disk_mb}m,mode=1777\n", 1
+            )
         _write(env / "docker-compose.yaml", compose)
         _write(share / "break-host", break_host(cap), 0o755)
     _write(task / "solution" / "solve.sh", solve_sh(cap), 0o755)

@@ -148,6 +148,7 @@ from fixos.injector import (  # noqa: E402, F401
     database,
     dependency,
     disk,
+    housekeeping,
     limits,
     network,
     permissions,

@@ -35,6 +35,8 @@ FAMILIES: dict[str, str] = {
     "db_bind_local": "network",
     "db_host_wrong": "network",
     "link_throttled": "network",
+    "tmp_full": "host",
+    "logrotate_broken": "host",
 }
 """fault type -> family: service, config, process, disk, database, permissions,
 dependency, network, tls, host."""

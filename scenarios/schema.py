@@ -63,6 +63,9 @@ class HostSpec(_Strict):
     log_disk_mb: int = Field(default=48, ge=8, le=1024)
     """size of /var/log, a filesystem of its own (tmpfs, counted in the memory cap)."""
     log_disk_inodes: int = Field(default=4096, ge=256, le=1_000_000)
+    tmp_disk_mb: int | None = Field(default=None, ge=8, le=1024)
+    """size of /tmp as a filesystem of its own (tmpfs, counted in the memory cap), for a
+    scenario that fills it; None: /tmp is a directory of the writable layer."""
     disk_mb: int = Field(default=2048, ge=256, le=65536)
     """bound on the host's writable filesystem (its container's writable layer)."""
 

@@ -66,6 +66,12 @@ def _start_time(pid: int) -> str:
         return "0"
 
 
+def host_tmpfs(spec: HostSpec) -> dict[str, str]:
+    """/var/log is a filesystem of its own; /tmp too when the scenario sizes it."""
+    log = {"/var/log": f"size={spec.log_disk_mb}m,nr_inodes={spec.log_disk_inodes},mode=0755"}
+    return log if spec.tmp_disk_mb is None else {**log, "/tmp": f"size={spec.tmp_disk_mb}m,mode=1777"}
+
+
 def owner_label() -> str:
     """This process, in a form that survives PID reuse."""
     pid = os.getpid()
@@ -255,7 +261,7 @@ class Stack:
             pids_limit=spec.pids,
             storage_opt=host_storage_opt(disk, spec.disk_mb),
             ulimits=host_ulimits(disk, spec.disk_mb),
-            tmpfs={"/var/log": f"size={spec.log_disk_mb}m,nr_inodes={spec.log_disk_inodes},mode=0755"},
+            tmpfs=host_tmpfs(spec),
             environment=role_environment(spec, self._specs),
             # Peers reach each other by host name on the episode's network (aliases survive
             # the rename of a warm stack, which container names do not).

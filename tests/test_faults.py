@@ -37,15 +37,18 @@ CASES = [
     ("fpm_pool_broken", {}),
     ("table_crashed", {}),
     ("cron_rebreaker", {"target": "php-fpm"}),
+    ("logrotate_broken", {"percent": 85}),
 ]
 
 
 # multi-host network faults: live in test_network_faults.py (a 3-host stack)
 MULTI_HOST = {"firewall_blocks", "db_bind_local", "db_host_wrong", "link_throttled"}
+# needs a host whose /tmp is a tmpfs of its own: live in test_housekeeping.py
+OWN_TMP = {"tmp_full"}
 
 
 def test_every_registered_fault_type_is_tested():
-    assert {t for t, _ in CASES} | MULTI_HOST == set(FAULTS.names())
+    assert {t for t, _ in CASES} | MULTI_HOST | OWN_TMP == set(FAULTS.names())
 
 
 def eventually(check, timeout: float = 15.0):

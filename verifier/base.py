@@ -91,6 +91,7 @@ from fixos.verifier import (  # noqa: E402, F401
     files,
     http,
     integrity,
+    logs,
     modes,
     network,
     service,

@@ -26,13 +26,29 @@ if (!$rows) {
     echo "<h1>Order status unavailable</h1><p>Please try again later.</p>\n";
     exit;
 }
-echo "<!doctype html>\n<html><head><title>Tidewater Supply Co. — order status</title></head><body>\n";
-echo "<h1>Order status</h1>\n<table>\n<tr><th>Order</th><th>Customer</th><th>Item</th><th>Qty</th><th>Status</th><th>Carrier</th></tr>\n";
+$html = "<!doctype html>\n<html><head><title>Tidewater Supply Co. — order status</title></head><body>\n";
+$html .= "<h1>Order status</h1>\n<table>\n<tr><th>Order</th><th>Customer</th><th>Item</th><th>Qty</th><th>Status</th><th>Carrier</th></tr>\n";
 $count = 0;
 while ($r = mysqli_fetch_assoc($rows)) {
     $count++;
-    printf("<tr><td>%d</td><td>%s</td><td>%s</td><td>%d</td><td>%s</td><td>%s</td></tr>\n",
+    $html .= sprintf("<tr><td>%d</td><td>%s</td><td>%s</td><td>%d</td><td>%s</td><td>%s</td></tr>\n",
         $r['id'], htmlspecialchars($r['customer']), htmlspecialchars($r['item']),
         $r['quantity'], htmlspecialchars($r['status']), htmlspecialchars($r['carrier'] ?? ''));
 }
-echo "</table>\n<p>orders: $count</p>\n</body></html>\n";
+$html .= "</table>\n<p>orders: $count</p>\n</body></html>\n";
+// The page is rendered through a temporary file, as the shop's template cache does:
+// a /tmp with no space left fails the page instead of serving half of it.
+$tmp = @tempnam(sys_get_temp_dir(), 'status-');
+$written = $tmp === false ? false : @file_put_contents($tmp, $html);
+if ($written !== strlen($html)) {
+    if ($tmp !== false) {
+        @unlink($tmp);
+    }
+    http_response_code(500);
+    error_log('status: cannot write the rendered page to ' . sys_get_temp_dir() . ': '
+        . (error_get_last()['message'] ?? 'unknown error'));
+    echo "<h1>Order status unavailable</h1><p>Please try again later.</p>\n";
+    exit;
+}
+readfile($tmp);
+unlink($tmp);
