@@ -21,6 +21,7 @@ import docker
 from fixos.core.errors import InvalidEpisode
 from fixos.core.models import CommandResult, InjectedFault
 from fixos.exporter.pids import located
+from fixos.exporter.tls import SiteExport, about_https, read_site
 from fixos.injector.edit import parse_spawn, spawn_command
 from fixos.inspection import inspected
 from fixos.phases import break_hosts, check_entries, fault_entries
@@ -90,6 +91,8 @@ class Capture:
     """what each check recorded on the healthy host, refined once the faults were in."""
     solution: str
     image_ids: dict[str, str] = field(default_factory=dict)
+    sites: dict[str, SiteExport] = field(default_factory=dict)
+    """host -> its healthy HTTPS, for a scenario about HTTPS (``exporter.tls``)."""
 
 
 def capture(
@@ -115,6 +118,11 @@ def capture(
         with contextlib.ExitStack() as sessions:
             shells = {name: sessions.enter_context(stack.hosts[name].shell()) for name in names}
             recorders = {name: CaptureShell(shells[name]) for name in names}
+            sites = {}
+            for name in names if about_https(scenario, checks) else []:
+                made = getattr(stack.hosts[name], "tls", None)  # set at stack up (fixos.stack.tls)
+                if made is not None:
+                    sites[name] = read_site(shells[name], name, made.ca_pem)
             broken = break_hosts(
                 checks,
                 fault_entries(scenario),
@@ -134,6 +142,7 @@ def capture(
             baseline=broken.baseline,
             solution=render(scenario.solution, located(broken.faults)),
             image_ids=stack.image_ids(),
+            sites=sites,
         )
     finally:
         stack.down()

@@ -30,6 +30,7 @@ from fixos.exporter.capture import Capture, capture
 from fixos.exporter.compose import DISPATCH, compose_yaml, is_multi_host, login_of, ssh_files, wait_for_peers
 from fixos.exporter.pids import PID_OF
 from fixos.exporter.settle import settle_lines
+from fixos.exporter.tls import hosts_line, verifier_record
 from fixos.scenarios.schema import Scenario
 from fixos.shells.session import CLEAN_ENV
 from fixos.stack.hosts import READY_PROBES
@@ -197,7 +198,8 @@ def break_host(cap: Capture, name: str | None = None) -> str:
         "cd /root\n"
         f"for _ in $(seq 1 900); do {{ {ready}; }} >/dev/null 2>&1 && break; sleep 0.1; done\n"
         'rm -f "$0"\n'
-        "\n"
+        + (f"{hosts_line()}\n" if host.name in cap.sites else "")
+        + "\n"
         + "\n".join(cap.commands[host.name])
         + "\n\n# Wait for what FixOS's confirmation waited for.\n"
         + _with_pid_of("".join(line + "\n" for line in settle_lines(mine)))
@@ -249,6 +251,7 @@ def spec_json(cap: Capture) -> str:
             "login": login_of(cap.scenario).name,
             "checks": checks,
             "baseline": cap.baseline,
+            **({"tls": verifier_record(next(iter(cap.sites.values())))} if cap.sites else {}),
         }
     )
 
@@ -314,6 +317,11 @@ def write_task(cap: Capture, out: Path) -> Path:
             )
         _write(env / "docker-compose.yaml", compose)
         _write(share / "break-host", break_host(cap), 0o755)
+    for site in cap.sites.values():  # the healthy /etc/ssl/shop; the CA's certificate goes to tests/
+        if len(cap.sites) > 1 or site.host != login_of(scenario).name:
+            raise ExportError(f"scenarios/{scenario.id}.yaml: HTTPS exports only on the login host")
+        for path, (text, mode) in site.files.items():
+            _write(env / "task" / path.lstrip("/"), text, mode)
     _write(task / "solution" / "solve.sh", solve_sh(cap), 0o755)
     tests = task / "tests"
     _write(tests / "test.sh", TEST_SH, 0o755)

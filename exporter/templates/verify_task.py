@@ -114,10 +114,27 @@ def _get(url: str, timeout: float) -> HttpResponse:
         return HttpResponse(0, b"", f"{type(reason).__name__}: {reason}")
 
 
+@dataclasses.dataclass(frozen=True)
+class SiteTls:
+    """The site's HTTPS as the checks read it (``access.tls``): the CA's certificate from
+    spec.json (recorded at export, out of the agent's reach), nginx's own port here."""
+
+    name: str
+    ca_pem: str
+    port: int
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.port)
+
+
 class LocalAccess:
     """HTTP to this host's own port, files read directly."""
 
     name = "local"
+
+    def __init__(self, tls: SiteTls | None = None) -> None:
+        self.tls = tls
 
     def http_get(self, port: int, path: str, timeout: float = 5.0) -> HttpResponse:
         return _get(f"http://127.0.0.1:{port}{path}", timeout)
@@ -144,11 +161,13 @@ def main(spec_path: str, out_dir: str) -> int:
         for c in spec["checks"]
     ]
     login = spec.get("login")
+    site = spec.get("tls")  # the export refuses HTTPS on any other host than the login host
+    tls = SiteTls(site["name"], site["ca_pem"], site["port"]) if site else None
     probes = {}
     for host in sorted({e.host for e in entries}):
         here = login is None or host == login
         shell = LocalShell() if here else PeerShell(host)
-        access = LocalAccess() if here else PeerAccess(host)
+        access = LocalAccess(tls) if here else PeerAccess(host)
         probes[host] = Probe(testinfra_host(shell, host), shell, access, patient=True)
     wait_for_exits({host: probe.shell for host, probe in probes.items()})
     verdict = judge(entries, probes, spec["baseline"], moment="after").verdict
