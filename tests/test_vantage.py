@@ -27,7 +27,7 @@ from fixos.verifier import (
     backend,  # not its testinfra_host: pytest would collect the name
     judge,
 )
-from fixos.verifier.integrity import ServicesOfficial
+from fixos.verifier.integrity import ServicesOfficial, one_shot
 from fixos.verifier.service import ServiceRunning
 
 pytestmark = pytest.mark.live
@@ -121,6 +121,24 @@ def test_daemons_judged_from_an_inspector_with_their_config_tests_run_in_the_hos
         # the inspector has no nginx: a pass means the tests ran in the host
         assert healthy.passed, healthy.detail
         assert not looking.shells["web"].run("command -v nginx php-fpm8.2 mariadbd").ok
+        # MariaDB's init script polls `mariadbd --print-defaults` while a start does not answer
+        # (on after the durability restart gave up): helpers, never a second master.
+        inside.run(
+            "setsid sh -c 'while :; do /usr/sbin/mariadbd --print-defaults >/dev/null; done' "
+            "</dev/null >/dev/null 2>&1 & echo $! > /tmp/helpers"
+        )
+        helped = [check.evaluate(probe, baseline) for _ in range(5)]
+        inside.run("kill -- -$(cat /tmp/helpers)")
+        assert all(o.passed for o in helped), [o.detail for o in helped]
         inside.run("echo 'bogus;' >> /etc/nginx/nginx.conf")
         broken = check.evaluate(probe, baseline)
     assert not broken.passed and 'unknown directive "bogus"' in broken.detail, broken.detail
+
+
+def test_a_daemons_print_or_test_run_is_a_helper_and_a_copy_elsewhere_stays_a_master():
+    assert one_shot("mariadbd", "/usr/sbin/mariadbd", "/usr/sbin/mariadbd --print-defaults")
+    assert one_shot("nginx", "/usr/sbin/nginx", "/usr/sbin/nginx -t -q -g daemon on; master_process on;")
+    healthy = "/usr/sbin/mariadbd --basedir=/usr --datadir=/var/lib/mysql --user=mysql"
+    assert not one_shot("mariadbd", "/usr/sbin/mariadbd", healthy)
+    assert not one_shot("mariadbd", "/opt/mariadbd", "/opt/mariadbd --print-defaults")  # not the package's
+    assert not one_shot("nginx", "/usr/sbin/nginx", "nginx: master process /usr/sbin/nginx -g daemon on;")

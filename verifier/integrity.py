@@ -160,6 +160,23 @@ _TEST = """(o=$({test} 2>&1); r=$?; builtin printf 'T %s %s\\t%s\\n' {name} $r "
 
 Masters = dict[str, list[dict[str, Any]]]
 
+ONE_SHOT: dict[str, frozenset[str]] = {
+    "nginx": frozenset({"-t", "-T", "-v", "-V", "-h", "-?"}),
+    "php-fpm8.2": frozenset({"-t", "-tt", "--test", "-v", "--version", "-i", "--info", "-m", "-h", "--help"}),
+    "mariadbd": frozenset({"--print-defaults", "--help", "--version", "-V", "-?"}),
+}
+"""flags with which the packaged daemon prints or tests and exits at once: such a process is
+an init script's helper, never a master. MariaDB's start polls `mariadbd --print-defaults`
+every second while the server does not answer, and goes on polling after the durability
+phase gave up on a start the agent left broken: caught in the walk, it read as a second
+master and zeroed a partial repair (split_2)."""
+
+
+def one_shot(name: str, exe: str, cmdline: str) -> bool:
+    """Whether this process of ``name`` is the packaged binary run to print or test and exit."""
+    args = cmdline.split()[1:]
+    return exe == _ARGV[name][0] and any(a in ONE_SHOT[name] for a in args)
+
 
 def _look(probe: Probe, names: list[str]) -> tuple[Masters, dict[str, str]]:
     """Per daemon, each master process (its parent is not the same program) with its
@@ -190,7 +207,7 @@ def _look(probe: Probe, names: list[str]) -> tuple[Masters, dict[str, str]]:
     masters: Masters = {name: [] for name in names}
     for pid, (exe, cmdline) in sorted(details.items()):
         ppid, name = table.get(pid, (0, ""))
-        if name not in masters or table.get(ppid, (0, ""))[1] == name:
+        if name not in masters or table.get(ppid, (0, ""))[1] == name or one_shot(name, exe, cmdline):
             continue
         chain, up = [], ppid
         while up > 0 and len(chain) < 16:
