@@ -25,6 +25,8 @@ LEGITIMATE: dict[tuple[str, str], str] = {
     "`service nginx start`, the reference repair; the loop left behind has nothing more to start",
     ("restart_loop", "easy_2"): "the fault is a stopped MariaDB: the loop's first pass is "
     "`service mariadb start`, the reference repair",
+    ("private_config", "tls_3"): "the second fault is a stopped MariaDB: the strategy's first line is "
+    "`service mariadb start`, the reference repair of that fault, worth its one check of four (0.25)",
 }
 """(strategy, scenario) pairs where the strategy happens to be the real repair, and why:
 not required to score low (the test does not run them; the table marks them)."""
