@@ -96,6 +96,9 @@ class Episode:
         """where the last final verdict's time went (judged as left, restarts, judged again)."""
         self.faults: list[InjectedFault] = []
         self._baseline: Baseline = {}
+        self.broken_verdict: Verdict | None = None
+        """the verdict that confirmed the reset's faults (some scored check failing): the
+        running score at step 0, judged already, so a caller need not judge again."""
         self._shell = AgentShells(lambda: self.stack.hosts, scenario.login_host, transport)
         self._harness: dict[str, Shell] = {}
         """the harness's own session per host, opened at reset to inject the faults; never
@@ -106,6 +109,10 @@ class Episode:
 
     def reset(self) -> None:
         """Boot hosts (or take warm ones), record them healthy, break them, confirm they are broken."""
+        with self.pool.resetting() if self.pool is not None else contextlib.nullcontext():
+            self._reset()
+
+    def _reset(self) -> None:
         started = time.monotonic()
         if self.pool is not None:
             self.stack = self.pool.take(self.scenario.hosts, self.episode_id)
@@ -128,6 +135,7 @@ class Episode:
             self.pool.baselines[key] = broken.healthy
         self.faults = broken.faults
         self._baseline = broken.baseline
+        self.broken_verdict = broken.verdict
         self.timings.reset = time.monotonic() - started
 
     def _cached_healthy(self) -> tuple[Any, Baseline | None]:

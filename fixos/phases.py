@@ -15,7 +15,7 @@ import contextlib
 import copy
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fixos.core.errors import InvalidEpisode, UnhealthyHost
@@ -66,6 +66,31 @@ def _undisturbed(looking: Looking, moment: str) -> None:
     disturbed = looking.disturbed()
     if disturbed:
         raise InvalidEpisode(f"the verifier's view of the {moment} hosts broke: {disturbed}")
+
+
+class Remembered:
+    """A host's outside access that asks the engine once per judgement for what changed
+    (``docker diff``) and for each set of files: the confirmation's checks narrow their
+    evidence and then judge, back to back, on hosts nobody touches in between, so the
+    second look would read the same answer at the engine's cost (the largest share of a
+    reset's time with several resets at once). Everything else goes to the host as is."""
+
+    def __init__(self, access: HostAccess) -> None:
+        self._access = access
+        self._answers: dict[Any, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._access, name)
+        if name == "changes":
+            return lambda: self._once(("changes",), found)
+        if name == "read_files":
+            return lambda paths: dict(self._once(("read_files", *paths), lambda: found(paths)))
+        return found
+
+    def _once(self, key: Any, ask: Callable[[], Any]) -> Any:
+        if key not in self._answers:
+            self._answers[key] = ask()
+        return copy.deepcopy(self._answers[key])
 
 
 @dataclass
@@ -120,7 +145,8 @@ def break_hosts(
     )
     # judge() narrows a copy: the healthy evidence stays as recorded, for a pool to reuse.
     with look(False) as looking:
-        broken = judge(checks, looking.probes, copy.deepcopy(healthy), moment="broken", registry=check_types)
+        probes = {name: replace(p, access=Remembered(p.access)) for name, p in looking.probes.items()}
+        broken = judge(checks, probes, copy.deepcopy(healthy), moment="broken", registry=check_types)
         _undisturbed(looking, "broken")
     if broken.verdict.solved:
         raise InvalidEpisode("the injected faults left every scored check passing")

@@ -135,10 +135,10 @@ def main() -> int:
             figures[f"oracle episodes/min easy -j {parallel}"] = rate
             if failed:
                 console.print(f"[red]-j {parallel}: {failed} oracle episode(s) not scored 1.0[/]")
-        from perf_sessions import measure_sessions  # scripts/ beside this file
+        from perf_sessions import as_figures, measure_sessions  # scripts/ beside this file
 
         for sessions in (args.sessions or ("8" if args.quick else "8,32,64")).split(","):
-            figures.update(measure_sessions(client, images, catalog, int(sessions)))
+            figures.update(as_figures(measure_sessions(client, images, catalog, int(sessions))))
         figures["load average (1 min) at the end"] = os.getloadavg()[0]
     finally:
         remove_labelled(client, run_id=run_id)

@@ -1,22 +1,31 @@
 """Concurrent OpenEnv sessions (a benchmark, not a test): reset p50/p95 and steps/s with N
 sessions at once against one FixOS server on 127.0.0.1, each session its own live host.
 
+    make perf-sessions                                  # 8, 32 and 64 sessions
+    make perf-sessions ARGS="--sessions 8 --steps 3"    # one size, fewer steps
     .venv/bin/python scripts/perf_sessions.py --sessions 8,32,64   # make perf runs it too
 
-Bounded: each session resets once and runs ``--steps`` commands; every client waits at most
-``--timeout`` seconds per message; the server, its hosts and its warm pool are removed at the
-end however it ends. Only loopback is used.
+Per size: a server with a warm pool of one booted spare per session (``--warm``), waited for
+until full, and its healthy baseline recorded by one warm-up reset (what any server has done
+once its first session reset); then every client connects, resets at once, runs ``--steps``
+commands and closes. Bounded: each client waits at most ``--timeout`` seconds per message;
+the server, its hosts and its pool are removed at the end however it ends. Only loopback.
+Prints a table and writes results/perf-sessions.json (the load average is part of every row:
+on a shared machine the figures measure the machine as much as FixOS).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import statistics
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import uvicorn
 
@@ -26,6 +35,7 @@ from fixos.server.context import ServerContext
 from fixos.stack.hosts import remove_labelled
 
 TASK = "easy_1"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def pct(values: list[float], q: float) -> float:
@@ -53,13 +63,26 @@ def _session(url: str, seed: int, steps: int, timeout: float) -> tuple[float, li
         return reset, took
 
 
+class _Recorded(ServerContext):
+    """The server's context, keeping every episode it opens: where each reset's time went."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.opened = []
+
+    def open_episode(self, scenario, seed, episode_id):
+        episode = super().open_episode(scenario, seed, episode_id)
+        self.opened.append(episode)
+        return episode
+
+
 def measure_sessions(
-    client, images, catalog, sessions: int, *, steps: int = 5, warm: int | None = None, timeout: float = 600
+    client, images, catalog, sessions: int, *, steps: int = 5, warm: int | None = None, timeout: float = 300
 ) -> dict[str, float]:
     """Reset p50/p95 and steps/s of ``sessions`` clients starting together; the warm pool keeps
     ``warm`` booted spares (default: one per session, so no reset waits for a boot it could skip)."""
     warm = sessions if warm is None else warm
-    context = ServerContext(
+    context = _Recorded(
         run_id=f"perf-sessions-{os.getpid()}-{sessions}",
         client=client,
         catalog={TASK: catalog[TASK]},  # one kind of host: the pool boots spares of that kind only
@@ -71,18 +94,22 @@ def measure_sessions(
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
+    load_before = 0.0
     try:
         while not server.started:
             time.sleep(0.05)
         url = f"http://127.0.0.1:{port}"
-        if warm:  # the pool starts on the first reset; wait until it holds its spares
-            _session(url, 0, 0, timeout)
-            pool = context._pool
-            deadline = time.monotonic() + timeout
-            while pool is not None and pool.ready_count(catalog[TASK].hosts) < warm:
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(0.5)
+        prepared = time.monotonic()
+        _session(url, 0, 0, timeout)  # starts the pool and records the healthy baseline
+        pool = context._pool
+        deadline = time.monotonic() + timeout
+        while pool is not None and pool.ready_count(catalog[TASK].hosts) < warm:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        prepared = time.monotonic() - prepared
+        context.opened.clear()
+        load_before = os.getloadavg()[0]
         started = time.monotonic()
         with ThreadPoolExecutor(sessions) as workers:
             results = list(
@@ -96,15 +123,39 @@ def measure_sessions(
         remove_labelled(client, run_id=context.run_id)
     resets = [r for r, _ in results]
     step_times = [t for _, took in results for t in took]
+    takes = [e.timings.boot for e in context.opened]  # waiting for a warm host (booted if none)
     # steps/s: all sessions' steps over the time the step phases overlapped (wall minus the
     # slowest reset), the rate a trainer with this many rollouts in flight sees
     stepping = max(wall - max(resets), 1e-6)
     return {
-        f"openenv {sessions} sessions: reset p50 s": statistics.median(resets),
-        f"openenv {sessions} sessions: reset p95 s": pct(resets, 0.95),
-        f"openenv {sessions} sessions: step p50 s": statistics.median(step_times) if step_times else 0.0,
-        f"openenv {sessions} sessions: steps/s": len(step_times) / stepping,
+        "sessions": sessions,
+        "warm spares": warm,
+        "reset p50 s": statistics.median(resets),
+        "reset p95 s": pct(resets, 0.95),
+        "reset max s": max(resets),
+        "take p95 s": pct(takes, 0.95) if takes else 0.0,
+        "step p50 s": statistics.median(step_times) if step_times else 0.0,
+        "steps/s": len(step_times) / stepping,
+        "wall s": wall,
+        "pool filled in s": prepared,
+        "load 1 min before": load_before,
+        "load 1 min after": os.getloadavg()[0],
     }
+
+
+def as_figures(row: dict[str, float]) -> dict[str, float]:
+    """One size's row as perf.py's flat figures ("openenv 8 sessions: reset p95 s": ...)."""
+    n = int(row["sessions"])
+    return {f"openenv {n} sessions: {k}": v for k, v in row.items() if k != "sessions"}
+
+
+def print_table(rows: list[dict[str, float]], say=print) -> None:
+    if not rows:
+        return
+    columns = list(rows[0])
+    say(" | ".join(f"{c:>17}" for c in columns))
+    for row in rows:
+        say(" | ".join(f"{row[c]:>17.2f}" if isinstance(row[c], float) else f"{row[c]:>17}" for c in columns))
 
 
 def main() -> int:
@@ -114,21 +165,31 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", default="8,32,64", help="session counts, comma-separated")
-    parser.add_argument("--steps", type=int, default=5, help="steps per session")
+    parser.add_argument("--steps", type=int, default=5, help="steps per session (default 5)")
     parser.add_argument("--warm", type=int, default=None, help="warm spares (default: one per session)")
+    parser.add_argument("--timeout", type=float, default=300, help="a client's wait per message, s")
     args = parser.parse_args()
     client = connect()
     images = {name: ensure_image(client, name, print) for name in ("server", "inspector")}
     catalog = load_catalog()
-    print(f"load average before: {os.getloadavg()}")
+    print(f"{os.cpu_count()} CPUs, load average before: {os.getloadavg()}", flush=True)
+    rows = []
     for n in (int(x) for x in args.sessions.split(",") if x):
-        for name, value in measure_sessions(
-            client, images, catalog, n, steps=args.steps, warm=args.warm
-        ).items():
-            print(f"{name}: {value:.2f}")
-        print(f"load average after {n}: {os.getloadavg()}")
+        rows.append(measure_sessions(client, images, catalog, n, steps=args.steps, warm=args.warm))
+        print(f"{n} sessions done: {rows[-1]}", flush=True)
+    print_table(rows)
+    out = ROOT / "results" / "perf-sessions.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(
+        json.dumps(
+            {"task": TASK, "steps": args.steps, "cpus": os.cpu_count(), "rows": rows, "when": time.time()},
+            indent=2,
+        )
+        + "\n"
+    )
+    print(f"written {out}")
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

@@ -76,23 +76,16 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
             episode_id = episode_id or f"{scenario.id}-s{seed}-{secrets.token_hex(3)}"
             episode = self._ctx.open_episode(scenario, seed, episode_id)
             self._episode, self._scenario = episode, scenario
+            # the pool's refills wait until the first observation too (``HostPool.resetting``)
+            quiet = episode.pool.resetting() if episode.pool is not None else contextlib.nullcontext()
             try:
-                episode.reset()
-                limits = scenario.limits
-                self._hosts = HostShells(episode)
-                self._shell = RecordingShell(
-                    self._hosts,
-                    max_steps=limits.max_steps,
-                    wall_seconds=math.inf,  # spent by commands only: self._host_seconds
-                    command_timeout=limits.command_timeout,
-                )
-                self._host_seconds = 0.0
-                self._probe = episode.host.shell(default_timeout=PROBE_TIMEOUT)
-                self._view = self._look(first=True)
-                verdict = self._judge()
+                with quiet:
+                    self._start(episode, scenario)
+                verdict = episode.broken_verdict or self._judge()
             except BaseException:
                 self._release()
                 raise
+            limits = scenario.limits
             self._progress = progress(verdict)
             self._history = []
             self._state = FixOSState(
@@ -160,6 +153,24 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
                 )
             obs.metadata["reward_parts"] = shaped.parts
             return obs
+
+    def _start(self, episode: Episode, scenario: Scenario) -> None:
+        """Reset the episode's hosts and take the first look; the step-0 score is the
+        confirmation's verdict (``Episode.broken_verdict``): the same checks on the same
+        hosts and baseline, just judged, so judging again would cost a second inspector
+        and every gate for the same answer (tests/test_shared_baselines.py)."""
+        episode.reset()
+        limits = scenario.limits
+        self._hosts = HostShells(episode)
+        self._shell = RecordingShell(
+            self._hosts,
+            max_steps=limits.max_steps,
+            wall_seconds=math.inf,  # spent by commands only: self._host_seconds
+            command_timeout=limits.command_timeout,
+        )
+        self._host_seconds = 0.0
+        self._probe = episode.host.shell(default_timeout=PROBE_TIMEOUT)
+        self._view = self._look(first=True)
 
     @property
     def state(self) -> FixOSState:

@@ -17,7 +17,7 @@ import queue
 import secrets
 import threading
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import docker
@@ -64,6 +64,8 @@ class HostPool:
         self._booting: dict[Shape, int] = dict.fromkeys(self._specs, 0)
         self._waiting: dict[Shape, int] = dict.fromkeys(self._specs, 0)
         self._failures: dict[Shape, str | None] = dict.fromkeys(self._specs, None)
+        self._resetting = 0
+        """episode resets under way (``resetting``): refills wait for them unless a taker is short."""
         self._lock = threading.Condition()
         self._closed = False
         self._plan: list[Shape] | None = None if planned is None else [shape_of(h) for h in planned]
@@ -127,6 +129,23 @@ class HostPool:
             raise
         return stack
 
+    @contextlib.contextmanager
+    def resetting(self) -> Iterator[None]:
+        """Around an episode's reset: spare boots wait until no reset is under way.
+
+        A boot is CPU-heavy (the engine, MariaDB's start) and a reset is short and
+        waited for: with 8 sessions resetting at once, the 8 refills their takes set
+        off would otherwise double each reset. A taker with no stack ready is never
+        kept waiting: its boot starts at once."""
+        with self._lock:
+            self._resetting += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._resetting -= 1
+                self._lock.notify_all()
+
     def discard(self, stack: Stack) -> None:
         """Remove the stack in the background; ``close`` waits for every removal."""
         self._doomed.put(stack)
@@ -179,6 +198,8 @@ class HostPool:
         upcoming = None if self._plan is None else Counter(self._plan[: self.size])
         for shape in self._specs:
             spares = self.size if upcoming is None else upcoming[shape]
+            if self._resetting:  # only takers who have nothing to take: resets come first
+                spares = 0
             target = max(self._waiting[shape], spares)
             short = target - len(self._ready[shape]) - self._booting[shape]
             if short > shortfall:
