@@ -17,6 +17,7 @@ from fixos.bench import Bench, Plan, bench_path
 from fixos.cli.common import engines, sweep_if_engine
 from fixos.core.errors import FixOSError
 from fixos.episodes import new_run_id
+from fixos.ray_bench import RayBench, require_ray
 from fixos.records.models import EpisodeRecord
 from fixos.records.report import write_reports
 from fixos.records.rundir import RunDir
@@ -33,6 +34,7 @@ def execute(
     parallel: int,
     scenarios: dict[str, Scenario],
     docker_hosts: Sequence[str] | None = None,
+    ray: str | None = None,
 ) -> list[EpisodeRecord]:
     """Run a plan's pending jobs with a live view; returns every record of the run."""
     _ctrl_c_stops()
@@ -40,10 +42,16 @@ def execute(
         preflight = getattr(agent_class(agent), "preflight", None)
         if preflight is not None:
             preflight()
-    found = engines(docker_hosts, [scenarios[s] for s in bench_plan.scenarios], console)
-    bench = Bench(bench_plan, run, scenarios, engines=found, parallel=parallel)
+    bench: Bench | RayBench
+    if ray is not None:  # the cluster's nodes bring their own engines; its slots set the pace
+        bench = RayBench(bench_plan, run, scenarios, address=ray)
+        parallel = bench.connect()
+        where = f" as Ray tasks over {len(bench.nodes)} node(s)"
+    else:
+        found = engines(docker_hosts, [scenarios[s] for s in bench_plan.scenarios], console)
+        bench = Bench(bench_plan, run, scenarios, engines=found, parallel=parallel)
+        where = f" over {len(found)} engines" if len(found) > 1 else ""
     pending = bench.pending()
-    where = f" over {len(found)} engines" if len(found) > 1 else ""
     console.print(
         f"run {run.run_id}: {len(pending)} episode(s) to go, {parallel} at a time{where}; "
         f"results in {run.path}",
@@ -96,6 +104,10 @@ def cmd_play(args: argparse.Namespace, console: Console) -> int:
 def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     catalog = load_catalog(args.scenario_dir)
     started = time.monotonic()
+    if args.ray is not None:  # before a run directory is made for nothing
+        if args.docker_host:
+            raise FixOSError("--ray and --docker-host do not go together: a Ray node brings its own engine")
+        require_ray()
     if args.resume:
         run = bench_path(args.results, args.resume)
         bench_plan = Plan.load(run)
@@ -114,7 +126,7 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
         run = RunDir(args.results, new_run_id())
         bench_plan.save(run)
     baseline = read_summary(args.compare) if args.compare else None  # a bad file fails before the run
-    records = execute(bench_plan, run, console, args.jobs, catalog, args.docker_host)
+    records = execute(bench_plan, run, console, args.jobs, catalog, args.docker_host, args.ray)
     summary = write_reports(run.path, run.run_id, records)
     for table in summary_tables(summary):
         console.print(table)

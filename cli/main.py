@@ -103,6 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--tolerance", type=float, default=0.05, help="allowed drop in mean reward")
     bench.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
     docker_host_option(bench)
+    bench.add_argument(
+        "--ray",
+        metavar="auto|ADDRESS",
+        help="run each episode as a Ray task on a node of this cluster (auto: RAY_ADDRESS or the one "
+        "`ray start` began here); a node offers the fixos_engine resource, one unit per episode at a "
+        "time, and uses its own engine (DOCKER_HOST of its `ray start`); needs fixos[ray]",
+    )
 
     validate = sub.add_parser(
         "validate", help="prove scenarios sound: oracle 1.0, nop 0.0, partial in between"
