@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import docker
 from docker.errors import DockerException
+from docker.utils import kwargs_from_env
 from requests import RequestException
 
 from fixos.core.errors import EngineError
@@ -16,7 +17,8 @@ def connect(base_url: str | None = None, *, timeout: int = 120) -> docker.Docker
     """A client for ``base_url`` (or DOCKER_HOST / the local socket) that has answered a ping."""
     try:
         if base_url:
-            client = docker.DockerClient(base_url=base_url, version="auto", timeout=timeout)
+            tls = tls_from_env(base_url)
+            client = docker.DockerClient(base_url=base_url, version="auto", timeout=timeout, tls=tls)
         else:
             client = docker.from_env(version="auto", timeout=timeout)
         client.ping()
@@ -28,6 +30,14 @@ def connect(base_url: str | None = None, *, timeout: int = 120) -> docker.Docker
             "run `make setup` (installs and starts one when root on Debian) or start Docker"
         ) from None
     return client
+
+
+def tls_from_env(base_url: str) -> docker.tls.TLSConfig | None:
+    """TLS for a ``tcp://`` engine as the docker CLI sets it up: DOCKER_TLS_VERIFY and
+    DOCKER_CERT_PATH (ca.pem, cert.pem, key.pem; default ~/.docker); None without either."""
+    if not base_url.startswith(("tcp://", "https://")):
+        return None
+    return kwargs_from_env(environment={**os.environ, "DOCKER_HOST": base_url}).get("tls")
 
 
 def engine_named(base_url: str | None) -> str:

@@ -13,8 +13,6 @@ import shlex
 import socket
 import tarfile
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -34,6 +32,7 @@ from fixos.stack.networks import create_network
 from fixos.stack.programs import run_program
 from fixos.stack.roles import ROLE_PROBES, install_peer_key, role_environment
 from fixos.stack.tls import install as install_tls
+from fixos.stack.tunnel import Direct, http_get, reach
 
 LABEL_RUN = "fixos.run"
 LABEL_OWNER = "fixos.owner"
@@ -89,8 +88,9 @@ def owner_alive(label: str) -> bool:
 class LiveHost:
     """One booted container, reachable from the host machine."""
 
-    def __init__(self, client: docker.DockerClient, handle: HostHandle, key: paramiko.PKey) -> None:
+    def __init__(self, client: docker.DockerClient, handle: HostHandle, key: paramiko.PKey, via=None) -> None:
         self._client = client
+        self._reach = via or Direct()  # how this machine reaches its ports (fixos.stack.tunnel)
         self.handle = handle
         self.name = handle.name
         self.key = key
@@ -100,9 +100,14 @@ class LiveHost:
         """A new, independent session with a clean environment (docker exec)."""
         return ExecShell(self._client.api, self.handle.container_id, **kwargs)
 
+    def endpoint(self, port: int) -> tuple[str, int]:
+        """(ip, port) this machine reaches ``port`` at: published or relayed (fixos.stack.tunnel)."""
+        return self._reach.endpoint(self.handle, port)
+
     def ssh_shell(self, **kwargs: Any) -> SshShell:
-        """A new, independent session over SSH through the published port 22."""
-        return SshShell(self.handle.ports[22], self.key, **kwargs)
+        """A new, independent session over SSH through port 22's endpoint."""
+        ip, port = self.endpoint(22)
+        return SshShell(port, self.key, host=ip, **kwargs)
 
     def write_key(self, path: Path) -> Path:
         """The private key, for a user's own `ssh -i` (mode 600)."""
@@ -113,27 +118,19 @@ class LiveHost:
         return path
 
     def ssh_command(self, key_path: Path) -> str:
+        ip, port = self.endpoint(22)  # a relay's listener lives as long as this process
         return (
-            f"ssh -i {key_path} -p {self.handle.ports[22]} -o StrictHostKeyChecking=no "
-            "-o UserKnownHostsFile=/dev/null root@127.0.0.1"
+            f"ssh -i {key_path} -p {port} -o StrictHostKeyChecking=no "
+            f"-o UserKnownHostsFile=/dev/null root@{ip}"
         )
 
     def exec_command(self) -> str:
         return f"docker exec -it {self.handle.container_id[:12]} bash -l"
 
     def http_get(self, port: int, path: str, timeout: float = 5.0) -> HttpResponse:
-        published = self.handle.ports.get(port)
-        if published is None:
+        if port not in self.handle.ports:
             return HttpResponse(0, b"", f"port {port} is not published")
-        url = f"http://127.0.0.1:{published}{path}"
-        try:
-            with urllib.request.urlopen(url, timeout=timeout) as resp:
-                return HttpResponse(resp.status, resp.read())
-        except urllib.error.HTTPError as exc:
-            return HttpResponse(exc.code, exc.read() or b"")
-        except (OSError, urllib.error.URLError) as exc:
-            reason = getattr(exc, "reason", exc)
-            return HttpResponse(0, b"", f"{type(reason).__name__}: {reason}")
+        return http_get(self.endpoint(port), path, timeout)
 
     def changes(self) -> dict[str, str]:
         """Path -> ``A`` (added), ``C`` (changed) or ``D`` (deleted) against the image:
@@ -227,6 +224,7 @@ class Stack:
         self._containers: list[Any] = []
         self._boot_shells: dict[str, Shell] = {}
         self._network: Any = None
+        self._reach: Any = Direct()
         self.disk_watch: DiskWatch | None = None
         self._key = new_key()
         self.hosts: dict[str, LiveHost] = {}
@@ -234,6 +232,7 @@ class Stack:
     def up(self) -> None:
         try:
             self._network = create_network(self._client, f"fixos-{self.episode_id}", self._labels)
+            self._reach = reach(self._client, self._network.name, self._labels, self._images)
             for spec in self._specs:
                 self.hosts[spec.name] = self._start(spec)
             if disk_mode(self._client, self._images[self._specs[0].image], self._labels) == "watch":
@@ -280,7 +279,7 @@ class Stack:
         for key, bindings in (container.attrs["NetworkSettings"]["Ports"] or {}).items():
             if bindings:
                 ports[int(key.split("/")[0])] = int(bindings[0]["HostPort"])
-        return LiveHost(self._client, HostHandle(spec.name, container.id, ports), self._key)
+        return LiveHost(self._client, HostHandle(spec.name, container.id, ports), self._key, self._reach)
 
     def _wait_ready(self, spec: HostSpec) -> None:
         host = self.hosts[spec.name]
@@ -351,6 +350,7 @@ class Stack:
             with contextlib.suppress(NotFound):
                 container.remove(force=True, v=True)
         self._containers.clear()
+        self._reach.close()
         if self._network is not None:
             with contextlib.suppress(NotFound):
                 self._network.remove()

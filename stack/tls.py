@@ -42,8 +42,8 @@ class SiteTls:
 
     name: str
     ca_pem: str
-    port: int
-    """the published port of 443 on 127.0.0.1"""
+    address: tuple[str, int]
+    """where this machine reaches the host's 443 (``LiveHost.endpoint``)"""
     fingerprint: str
     """sha256 of the site certificate installed at stack up (DER)"""
 
@@ -161,14 +161,14 @@ def _write_command(files: dict[str, tuple[bytes, int]]) -> str:
     return " && ".join(parts)
 
 
-def served_certificate(port: int, name: str = SITE_NAME, timeout: float = 3.0) -> bytes | None:
-    """The certificate 127.0.0.1:``port`` presents for ``name`` (DER), unverified; None if no handshake."""
+def served_certificate(address: tuple[str, int], name: str = SITE_NAME, timeout: float = 3.0) -> bytes | None:
+    """The certificate ``address`` presents for ``name`` (DER), unverified; None if no handshake."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     try:
         with (
-            socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw,
+            socket.create_connection(address, timeout=timeout) as raw,
             context.wrap_socket(raw, server_hostname=name) as tls,
         ):
             return tls.getpeercert(binary_form=True)
@@ -182,9 +182,9 @@ def install(host: Any, services: list[str], shell: Shell) -> SiteTls | None:
     ``host`` is the stack's ``LiveHost``; the result is also set as its ``tls``. A host
     without nginx, or without 443 published, gets nothing (None).
     """
-    port = host.handle.ports.get(443)
-    if "nginx" not in services or port is None:
+    if "nginx" not in services or 443 not in host.handle.ports:
         return None
+    address = host.endpoint(443)
     ca = EpisodeCA(host.handle.container_id[:12])
     files, current = site_files(ca)
     result = shell.run(_write_command(files), timeout=30)
@@ -192,10 +192,10 @@ def install(host: Any, services: list[str], shell: Shell) -> SiteTls | None:
         raise StackError(f"cannot install the certificates on {host.name}: {result.output.strip()[-200:]}")
     wanted = current.public_bytes(serialization.Encoding.DER)
     deadline = time.monotonic() + INSTALL_TIMEOUT
-    while served_certificate(port) != wanted:  # the reload starts new workers a moment later
+    while served_certificate(address) != wanted:  # the reload starts new workers a moment later
         if time.monotonic() > deadline:
             raise StackError(f"nginx on {host.name} does not serve the episode's certificate after a reload")
         time.sleep(0.05)
-    site = SiteTls(SITE_NAME, ca.pem(), port, hashlib.sha256(wanted).hexdigest())
+    site = SiteTls(SITE_NAME, ca.pem(), address, hashlib.sha256(wanted).hexdigest())
     host.tls = site
     return site

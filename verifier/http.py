@@ -1,4 +1,4 @@
-"""Checks made from outside the container, through the port published on 127.0.0.1."""
+"""Checks made from outside the container, through the port's endpoint (published, or relayed)."""
 
 from __future__ import annotations
 

@@ -27,10 +27,10 @@ def _authority(probe: Probe) -> Any:
     return getattr(probe.access, "tls", None)
 
 
-def _fetch(port: int, name: str, path: str, context: ssl.SSLContext) -> tuple[int, bytes]:
-    """GET ``path`` over TLS to 127.0.0.1:``port`` with SNI and Host ``name``."""
+def _fetch(address: tuple[str, int], name: str, path: str, context: ssl.SSLContext) -> tuple[int, bytes]:
+    """GET ``path`` over TLS to ``address`` (the host's 443) with SNI and Host ``name``."""
     with (
-        socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as raw,
+        socket.create_connection(address, timeout=TIMEOUT) as raw,
         context.wrap_socket(raw, server_hostname=name) as tls,
     ):
         tls.sendall(f"GET {path} HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n".encode())
@@ -39,13 +39,13 @@ def _fetch(port: int, name: str, path: str, context: ssl.SSLContext) -> tuple[in
         return response.status, response.read()
 
 
-def describe_served(port: int, name: str) -> str:
+def describe_served(address: tuple[str, int], name: str) -> str:
     """What certificate the port presents, unverified: its name(s), issuer and validity."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
     try:
         with (
-            socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as raw,
+            socket.create_connection(address, timeout=TIMEOUT) as raw,
             context.wrap_socket(raw, server_hostname=name) as tls,
         ):
             der = tls.getpeercert(binary_form=True)
@@ -91,8 +91,9 @@ class TlsValid(Check):
         page = None
         if ca is not None:
             try:
-                port = _authority(probe).port
-                status, body = _fetch(port, self.params.name, self.params.path, _trusting(ca))
+                status, body = _fetch(
+                    _authority(probe).address, self.params.name, self.params.path, _trusting(ca)
+                )
                 page = hashlib.sha256(body).hexdigest() if status == 200 else None
             except (OSError, ssl.SSLError, http.client.HTTPException):
                 page = None
@@ -109,9 +110,9 @@ class TlsValid(Check):
         if site is None or ca is None:
             return Outcome(False, "no episode CA recorded for this host (is 443 published and nginx on it?)")
         try:
-            status, body = _fetch(site.port, p.name, p.path, _trusting(ca))
+            status, body = _fetch(site.address, p.name, p.path, _trusting(ca))
         except ssl.SSLCertVerificationError as exc:
-            served = describe_served(site.port, p.name)
+            served = describe_served(site.address, p.name)
             return Outcome(False, f"https://{p.name}: certificate rejected: {exc.verify_message}; {served}")
         except (OSError, ssl.SSLError, http.client.HTTPException) as exc:
             return Outcome(False, f"https://{p.name}: no answer ({type(exc).__name__}: {exc})")

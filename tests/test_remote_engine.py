@@ -1,0 +1,123 @@
+"""A remote engine, end to end: a second dockerd in a network namespace of its own
+(scripts/netns-engine), reached from here only over ``ssh://`` (and ``tcp://`` with
+TLS). Its published ports sit on its namespace's 127.0.0.1, out of this machine's
+reach, so every shell, file, HTTP and TLS probe must go through the engine
+connection (``fixos.stack.tunnel``): a full episode scores 1.0 with the oracle over
+exec and over SSH, 0.0 with nop, and nothing of the run is left on that engine."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers import labelled
+
+from fixos.core.errors import EngineError
+from fixos.episodes import run_episode
+from fixos.scenarios.catalog import load_catalog
+from fixos.scenarios.schema import HostSpec
+from fixos.stack.engine import connect
+from fixos.stack.hosts import Stack, remove_labelled
+from fixos.stack.tls import served_certificate
+from fixos.stack.tunnel import RELAY_ROLE, engine_is_local
+
+pytestmark = pytest.mark.live
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "netns-engine"
+NAME, INDEX = "fxremote", 200  # the script's NAME and INDEX (10.214.200.0/30); nothing else uses them
+
+
+@pytest.fixture(scope="module")
+def remote(images):
+    """The netns engine, up with TLS, holding this tree's images; torn down however the module ends."""
+    subprocess.run([SCRIPT, "down", NAME], check=True, capture_output=True)  # a leftover of a killed run
+    try:
+        up = [SCRIPT, "up", NAME, str(INDEX), "--tls"]
+        out = subprocess.run(up, check=True, capture_output=True, text=True)
+        where = dict(line.split("=", 1) for line in out.stdout.split())
+        # images through ssh(1) into the remote docker: one stream, shared layers sent once
+        config = Path(where["home"]) / ".ssh" / "config"
+        save = subprocess.Popen(["docker", "save", *images.values()], stdout=subprocess.PIPE)
+        load = subprocess.run(
+            ["ssh", "-F", str(config), where["address"], "docker", "load", "-q"],
+            stdin=save.stdout,
+            capture_output=True,
+            text=True,
+        )
+        assert save.wait() == 0 and load.returncode == 0, load.stderr
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("HOME", where["home"])  # docker-py's paramiko reads ~/.ssh/{config,known_hosts}
+            yield where
+    finally:
+        subprocess.run([SCRIPT, "down", NAME], check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def over_ssh(remote):
+    client = connect(remote["ssh_url"])
+    yield client
+    client.close()
+
+
+def test_episodes_over_ssh_engine_score_as_at_home(over_ssh, images, remote):
+    assert not engine_is_local(over_ssh)
+    assert over_ssh.info()["DockerRootDir"] == f"/var/lib/fixos-netns-engine-{NAME}"  # really the other one
+    easy_1 = load_catalog()["easy_1"]
+    # one after another: side by side, three episodes' probes through one paramiko connection
+    # time out on a loaded machine (NOTES.md); oracle over SSH, nop over exec covers both transports
+    runs = [("oracle", "ssh", 1.0), ("nop", "exec", 0.0)]
+    run_ids = [f"test-remote-{agent}-{transport}" for agent, transport, _ in runs]
+    try:
+        records = [
+            run_episode(easy_1, 1, agent, client=over_ssh, images=images, run_id=rid, transport=transport)[0]
+            for (agent, transport, _), rid in zip(runs, run_ids, strict=True)
+        ]
+        for (agent, transport, reward), record in zip(runs, records, strict=True):
+            assert record.status == "scored", (agent, transport, record.error)
+            assert record.reward == reward, (agent, transport, record)
+        for run_id in run_ids:  # hosts, relay and network all gone from the remote engine
+            assert labelled(over_ssh, run_id) == []
+    finally:
+        for run_id in run_ids:
+            remove_labelled(over_ssh, run_id=run_id)
+
+
+def test_tls_engine_reaches_shells_files_and_probes_through_the_relay(remote, images, monkeypatch):
+    with pytest.raises(EngineError):  # the daemon insists on a client certificate
+        connect(remote["tls_url"], timeout=10)
+    monkeypatch.setenv("DOCKER_CERT_PATH", remote["cert_path"])
+    monkeypatch.setenv("DOCKER_TLS_VERIFY", "1")
+    # requests lets these override the CA docker-py hands it (the engine's CA): unset them
+    monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)
+    monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
+    client = connect(remote["tls_url"])
+    assert not engine_is_local(client)
+    run_id = "test-remote-tls"
+    stack = Stack(client, run_id=run_id, episode_id=run_id, hosts=[HostSpec(name="web")], images=images)
+    try:
+        stack.up()  # its TLS install already waited for 443 through the relay
+        web = stack.hosts["web"]
+        labels = [f"fixos.run={run_id}", f"fixos.role={RELAY_ROLE}"]
+        relays = client.containers.list(filters={"label": labels})
+        assert len(relays) == 1
+        address = web.endpoint(80)
+        assert address != ("127.0.0.1", web.handle.ports[80])  # a listener of ours, not the published port
+        page = web.http_get(80, "/")
+        assert page.status == 200 and b"Tidewater" in page.body
+        assert web.http_get(80, "/no-such-page").status == 404
+        assert served_certificate(web.endpoint(443)) is not None
+        assert web.tls is not None and web.tls.address == web.endpoint(443)
+        with web.ssh_shell(default_timeout=20) as shell:
+            assert shell.run("hostname").output.strip() == "web"
+        with web.shell(default_timeout=20) as shell:
+            assert shell.run("service nginx stop").ok
+        assert web.http_get(80, "/").status == 0  # the relay reports a dead port as a dead port
+        assert web.read_file("/etc/hostname") == b"web\n"
+    finally:
+        stack.down()
+    assert labelled(client, run_id) == []
+    with pytest.raises(OSError):  # the listener went with the stack
+        socket.create_connection(address, timeout=2).close()
+    client.close()
