@@ -27,7 +27,7 @@ from fixos.verifier import (
     backend,  # not its testinfra_host: pytest would collect the name
     judge,
 )
-from fixos.verifier.integrity import ServicesOfficial, one_shot
+from fixos.verifier.integrity import ServicesOfficial, init_retry, one_shot
 from fixos.verifier.service import ServiceRunning
 
 pytestmark = pytest.mark.live
@@ -142,3 +142,18 @@ def test_a_daemons_print_or_test_run_is_a_helper_and_a_copy_elsewhere_stays_a_ma
     assert not one_shot("mariadbd", "/usr/sbin/mariadbd", healthy)
     assert not one_shot("mariadbd", "/opt/mariadbd", "/opt/mariadbd --print-defaults")  # not the package's
     assert not one_shot("nginx", "/usr/sbin/nginx", "nginx: master process /usr/sbin/nginx -g daemon on;")
+
+
+def test_mariadbs_init_script_retry_is_a_helper_and_nothing_like_it_is():
+    official = (
+        "/usr/sbin/mariadbd --basedir=/usr --datadir=/var/lib/mysql --user=mysql "
+        "--log-error=/var/log/mysql/error.log --pid-file=/run/mysqld/mysqld.pid"
+    )
+    retry = official.replace("/var/log/mysql/error.log", "/tmp/tmp.UVF8nSyHDn.err")  # as CI saw it
+    under = ["mysqld_safe", "timeout", "mariadb", "rc", "init"]
+    assert init_retry("mariadbd", "/usr/sbin/mariadbd", retry, under)
+    assert not init_retry("mariadbd", "/usr/sbin/mariadbd", official, under)  # its log, not a retry's
+    assert not init_retry("mariadbd", "/usr/sbin/mariadbd", retry, ["mysqld_safe", "init"])  # no timeout
+    assert not init_retry("mariadbd", "/opt/mariadbd", retry, under)  # not the package's binary
+    assert not init_retry("mariadbd", "/usr/sbin/mariadbd", retry.replace(".err", ".err.x"), under)
+    assert not init_retry("nginx", "/usr/sbin/mariadbd", retry, under)
