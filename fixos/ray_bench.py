@@ -11,7 +11,9 @@ episode directory as data (a shared disk is not assumed), and the driver writes 
 its run directory as each task ends, so ``--resume``, the report and JUnit read the same
 files as after a one-machine bench. Ctrl-C cancels the tasks (Ray raises KeyboardInterrupt
 in a running one, whose episode tears down), then a sweep task on every node removes
-whatever of the run is left on its engine.
+whatever of the run is left on its engine. A task that fails (its node's engine lacks an
+image and cannot build it, or is down) returns its error as data, naming its node, and the
+driver ends the run with that one line; so does a task Ray itself lost (a node died).
 """
 
 from __future__ import annotations
@@ -73,21 +75,38 @@ def _node_images(client: Any, names: Sequence[str]) -> dict[str, str]:
     return {name: ensure_image(client, name, lambda line: None) for name in names}
 
 
+def _failed(exc: BaseException) -> dict[str, Any]:
+    """A task's error as data: one line naming the node (a raised error would reach the
+    driver as a RayTaskError wrapping a traceback)."""
+    detail = " ".join(str(exc).split())[:300] or type(exc).__name__
+    return {"error": f"{_where()}: {detail}"}
+
+
 def prepare_node(image_names: list[str]) -> dict[str, Any]:
     """Make the node's engine ready: leftovers of dead runs removed, images present (built
     there once if missing, so the episode tasks after it only look them up)."""
-    client = connect()
     try:
-        swept = sweep_dead_runs(client)
-        images = _node_images(client, image_names)
-    finally:
-        client.close()
+        client = connect()
+        try:
+            swept = sweep_dead_runs(client)
+            images = _node_images(client, image_names)
+        finally:
+            client.close()
+    except Exception as exc:
+        return _failed(exc)
     return {"where": _where(), "images": images, "swept": swept}
 
 
 def episode_task(scenario: Scenario, seed: int, agent: str, run_id: str, transport: str) -> dict[str, Any]:
     """One job on this node's engine, with the bench's one retry of a harness failure;
     returned as plain data for the driver to write."""
+    try:
+        return _episode(scenario, seed, agent, run_id, transport)
+    except Exception as exc:  # a harness failure is a record; this is the engine or the node
+        return _failed(exc)
+
+
+def _episode(scenario: Scenario, seed: int, agent: str, run_id: str, transport: str) -> dict[str, Any]:
     client = connect()
     try:
         images = _node_images(client, sorted({h.image for h in scenario.hosts} | {"inspector"}))
@@ -186,7 +205,16 @@ class RayBench:
                 f"nodes with ray start --resources='{{\"{RESOURCE}\": 2}}' where a Docker engine runs"
             )
         names = sorted({h.image for s in self.plan.scenarios for h in self.catalog[s].hosts} | {"inspector"})
-        prepared = ray.get([self._on(node, prepare_node).remote(names) for node in nodes])
+        refs = [self._on(node, prepare_node).remote(names) for node in nodes]
+        try:
+            prepared = [
+                _result(ray, ref, f"preparing ray node {node['NodeManagerAddress']}")
+                for ref, node in zip(refs, nodes, strict=True)
+            ]
+        except BaseException:
+            ray.shutdown()
+            self.ray = None
+            raise
         self.nodes = [p["where"] for p in prepared]
         self.slots = int(sum(n["Resources"][RESOURCE] for n in nodes))
         return self.slots
@@ -216,8 +244,8 @@ class RayBench:
                     running[task.remote(scenario, job.seed, job.agent, run_id, transport)] = job
                 finished, _ = ray.wait(list(running), num_returns=1)
                 for ref in finished:
-                    running.pop(ref)
-                    self._write(ray.get(ref))
+                    job = running.pop(ref)
+                    self._write(_result(ray, ref, f"episode {job.episode_id}"))
         except BaseException:
             for ref in running:
                 ray.cancel(ref, force=False)
@@ -245,3 +273,17 @@ class RayBench:
             self.ray.get(refs, timeout=CANCEL_WAIT)
         except Exception:  # never let the sweep replace the error or Ctrl-C being handled
             pass
+
+
+def _result(ray: Any, ref: Any, what: str) -> dict[str, Any]:
+    """A task's result, or the run ends with one line: the node's own error, or what Ray
+    says went wrong (a worker or node that died), never a RayTaskError traceback."""
+    try:
+        result = ray.get(ref)
+    except ray.exceptions.RayError as exc:
+        lines = [line for line in str(exc).splitlines() if line.strip()]
+        detail = lines[-1].strip() if lines else ""
+        raise FixOSError(f"{what}: Ray task failed ({type(exc).__name__}) {detail[:300]}") from None
+    if "error" in result:
+        raise FixOSError(f"{what} failed on {result['error']}")
+    return result
