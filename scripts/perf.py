@@ -139,6 +139,9 @@ def main() -> int:
 
         for sessions in (args.sessions or ("8" if args.quick else "8,32,64")).split(","):
             figures.update(as_figures(measure_sessions(client, images, catalog, int(sessions))))
+        from perf_ray import measure_ray  # 1 node vs 2 nodes, the second in a netns engine
+
+        figures.update(measure_ray(4, say=console.print))
         figures["load average (1 min) at the end"] = os.getloadavg()[0]
     finally:
         remove_labelled(client, run_id=run_id)
