@@ -2,18 +2,19 @@
 Docker engine: the head uses this machine's engine, the second node runs inside the network
 namespace of a second dockerd (scripts/netns-engine), so its tasks reach their hosts on that
 namespace's loopback. Episodes run on both nodes, score as at home, land in the driver's run
-directory, and leave nothing on either engine; a node that cannot have an image ends the run
-with one line naming the node."""
+directory, and leave nothing on either engine; a node that cannot have an image, or that dies
+mid-run, ends the run with one line naming the node."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
-from helpers import labelled
+from helpers import labelled, wait_for
 
 from fixos.bench import Plan
 from fixos.core.errors import FixOSError
@@ -114,6 +115,36 @@ def test_a_node_that_cannot_have_an_image_ends_the_run_in_one_line_naming_it(clu
     assert message.startswith("episode easy_1-s1-nop failed on "), message
     assert "\n" not in message and "ghost" in message and "on ray node 10.214." in message, message
     assert bench.records() == []
+
+
+def test_a_node_that_dies_mid_run_ends_it_in_one_line_and_the_other_engine_is_swept(
+    cluster, client, tmp_path, monkeypatch
+):
+    """Last in the module: it stops the second node."""
+    local, socket = cluster
+    for key, value in QUIET.items():
+        monkeypatch.setenv(key, value)
+    plan = Plan(scenarios=["easy_1"], seeds=[1, 2, 3], agents=["oracle"])  # 3 on 2 + 2 slots: both nodes
+    run = RunDir(tmp_path, "test-ray-node-dies")
+    bench = RayBench(plan, run, load_catalog(), address=local.address)
+    remote = connect(socket)
+
+    def kill_the_node_once_its_episode_started() -> None:
+        wait_for(lambda: labelled(remote, run.run_id) != [], timeout=120)
+        local.nodes[1].stop()
+
+    killer = threading.Thread(target=kill_the_node_once_its_episode_started)
+    killer.start()
+    try:
+        with pytest.raises(FixOSError) as failed:
+            bench.execute()
+        message = str(failed.value)
+        assert "\n" not in message and "Ray task failed" in message and "10.214.201.2" in message, message
+        assert labelled(client, run.run_id) == []  # the head's episodes were cancelled and swept
+    finally:
+        killer.join()
+        remove_labelled(client, run_id=run.run_id)
+        remote.close()
 
 
 def _env() -> dict[str, str]:
