@@ -148,6 +148,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="booted hosts of each kind kept ready once the first session resets, so a reset does not wait "
         "for a boot (default: 1; 0 boots one per reset)",
     )
+    serve.add_argument(
+        "--prepare-ahead",
+        type=int,
+        default=0,
+        metavar="N",
+        help="episodes reset ahead of time for the rows a trainer announces (POST /prepare), at most N "
+        "at once (default: 0, announcements refused)",
+    )
     return parser
 
 

@@ -49,7 +49,13 @@ def cmd_serve(args: argparse.Namespace, console: Console) -> int:
     catalog = load_catalog(args.scenario_dir)
     client = engine(console)
     tags = images(client, list(catalog.values()), console)
-    context = ServerContext(client=client, catalog=catalog, images=tags, warm=max(0, args.warm))
+    context = ServerContext(
+        client=client,
+        catalog=catalog,
+        images=tags,
+        warm=max(0, args.warm),
+        prepare_ahead=max(0, args.prepare_ahead),
+    )
     console.print(
         f"serving FixOS over OpenEnv on http://127.0.0.1:{args.port} (run {context.run_id}, "
         f"at most {args.max_sessions} sessions, idle ones closed after {args.session_timeout:g}s); "

@@ -138,7 +138,9 @@ def main() -> int:
         from perf_sessions import as_figures, measure_sessions  # scripts/ beside this file
 
         for sessions in (args.sessions or ("8" if args.quick else "8,32,64")).split(","):
-            figures.update(as_figures(measure_sessions(client, images, catalog, int(sessions))))
+            for prepared in (False, True):
+                row = measure_sessions(client, images, catalog, int(sessions), prepared=prepared)
+                figures.update(as_figures(row))
         from perf_ray import measure_ray  # 1 node vs 2 nodes, the second in a netns engine
 
         figures.update(measure_ray(4, say=console.print))

@@ -77,17 +77,28 @@ class _Recorded(ServerContext):
 
 
 def measure_sessions(
-    client, images, catalog, sessions: int, *, steps: int = 5, warm: int | None = None, timeout: float = 300
+    client,
+    images,
+    catalog,
+    sessions: int,
+    *,
+    steps: int = 5,
+    warm: int | None = None,
+    timeout: float = 300,
+    prepared: bool = False,
 ) -> dict[str, float]:
     """Reset p50/p95 and steps/s of ``sessions`` clients starting together; the warm pool keeps
-    ``warm`` booted spares (default: one per session, so no reset waits for a boot it could skip)."""
+    ``warm`` booted spares (default: one per session, so no reset waits for a boot it could skip).
+    ``prepared``: the sessions' rows are announced first and reset ahead of time (as a trainer
+    that announces its next batch gets them), the pool filled again after, then measured."""
     warm = sessions if warm is None else warm
     context = _Recorded(
-        run_id=f"perf-sessions-{os.getpid()}-{sessions}",
+        run_id=f"perf-sessions-{os.getpid()}-{sessions}{'-prepared' if prepared else ''}",
         client=client,
         catalog={TASK: catalog[TASK]},  # one kind of host: the pool boots spares of that kind only
         images=images,
         warm=warm,
+        prepare_ahead=sessions if prepared else 0,
     )
     app = create_fixos_app(context, max_sessions=sessions, session_timeout=timeout)
     port = _free_port()
@@ -99,15 +110,18 @@ def measure_sessions(
         while not server.started:
             time.sleep(0.05)
         url = f"http://127.0.0.1:{port}"
-        prepared = time.monotonic()
+        ready = time.monotonic()
         _session(url, 0, 0, timeout)  # starts the pool and records the healthy baseline
+        if prepared:
+            context.announce([(TASK, seed) for seed in range(1, sessions + 1)])
+            context.prepared.wait_ready(sessions, timeout)
         pool = context._pool
         deadline = time.monotonic() + timeout
         while pool is not None and pool.ready_count(catalog[TASK].hosts) < warm:
             if time.monotonic() > deadline:
                 break
             time.sleep(0.5)
-        prepared = time.monotonic() - prepared
+        ready = time.monotonic() - ready
         context.opened.clear()
         load_before = os.getloadavg()[0]
         started = time.monotonic()
@@ -129,6 +143,8 @@ def measure_sessions(
     stepping = max(wall - max(resets), 1e-6)
     return {
         "sessions": sessions,
+        "prepared": int(prepared),
+        "cold resets": len(context.opened),  # not prepared ahead: opened during the measurement
         "warm spares": warm,
         "reset p50 s": statistics.median(resets),
         "reset p95 s": pct(resets, 0.95),
@@ -137,7 +153,7 @@ def measure_sessions(
         "step p50 s": statistics.median(step_times) if step_times else 0.0,
         "steps/s": len(step_times) / stepping,
         "wall s": wall,
-        "pool filled in s": prepared,
+        "ready in s": ready,
         "load 1 min before": load_before,
         "load 1 min after": os.getloadavg()[0],
     }
@@ -145,8 +161,8 @@ def measure_sessions(
 
 def as_figures(row: dict[str, float]) -> dict[str, float]:
     """One size's row as perf.py's flat figures ("openenv 8 sessions: reset p95 s": ...)."""
-    n = int(row["sessions"])
-    return {f"openenv {n} sessions: {k}": v for k, v in row.items() if k != "sessions"}
+    n, how = int(row["sessions"]), " prepared" if row.get("prepared") else ""
+    return {f"openenv {n} sessions{how}: {k}": v for k, v in row.items() if k not in ("sessions", "prepared")}
 
 
 def print_table(rows: list[dict[str, float]], say=print) -> None:
@@ -168,15 +184,27 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=5, help="steps per session (default 5)")
     parser.add_argument("--warm", type=int, default=None, help="warm spares (default: one per session)")
     parser.add_argument("--timeout", type=float, default=300, help="a client's wait per message, s")
+    parser.add_argument(
+        "--modes",
+        default="warm,prepared",
+        help="warm: resets take booted spares; prepared: rows announced, reset ahead (default: both)",
+    )
     args = parser.parse_args()
     client = connect()
     images = {name: ensure_image(client, name, print) for name in ("server", "inspector")}
     catalog = load_catalog()
     print(f"{os.cpu_count()} CPUs, load average before: {os.getloadavg()}", flush=True)
     rows = []
+    modes = [m for m in args.modes.split(",") if m]
+    if not modes or set(modes) - {"warm", "prepared"}:
+        parser.error(f"--modes: warm and/or prepared, not {args.modes!r}")
     for n in (int(x) for x in args.sessions.split(",") if x):
-        rows.append(measure_sessions(client, images, catalog, n, steps=args.steps, warm=args.warm))
-        print(f"{n} sessions done: {rows[-1]}", flush=True)
+        for mode in modes:
+            row = measure_sessions(
+                client, images, catalog, n, steps=args.steps, warm=args.warm, prepared=mode == "prepared"
+            )
+            rows.append(row)
+            print(f"{n} sessions ({mode}) done: {row}", flush=True)
     print_table(rows)
     out = ROOT / "results" / "perf-sessions.json"
     out.parent.mkdir(exist_ok=True)

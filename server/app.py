@@ -34,12 +34,13 @@ from openenv.core.env_server.exceptions import SessionCapacityError
 from openenv.core.env_server.http_server import HTTPEnvServer
 from openenv.core.env_server.serialization import deserialize_action, serialize_observation
 from openenv.core.env_server.types import ConcurrencyConfig
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fixos.core.errors import FixOSError
 from fixos.server.context import BadRequest, ServerContext, SessionExpired
 from fixos.server.environment import FixOSEnvironment
 from fixos.server.models import FixOSAction, FixOSObservation, FixOSState
+from fixos.server.prepared import MOST_ANNOUNCED
 
 DEFAULT_PORT = 8000
 DEFAULT_MAX_SESSIONS = 8
@@ -68,6 +69,18 @@ class PlainStep(BaseModel):
 class PlainClose(BaseModel):
     model_config = ConfigDict(extra="forbid")
     session_id: str | None = None
+
+
+class PlainRow(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    task_id: str
+    seed: int = 1
+
+
+class PlainPrepare(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rows: list[PlainRow] = Field(max_length=MOST_ANNOUNCED)
+    """the rows the trainer will reset next, in order; a row asked for N times is listed N times."""
 
 
 class FixOSHTTPServer(HTTPEnvServer):
@@ -233,6 +246,17 @@ def create_fixos_app(
             }
             for s in context.catalog.values()
         ]
+
+    @app.post("/prepare")
+    async def prepare(request: PlainPrepare) -> dict[str, Any]:
+        """Announce the next rows: the server resets them ahead of time (``prepared.py``), and a
+        reset of such a row without an ``episode_id`` takes one ready."""
+        try:
+            waiting = context.announce([(row.task_id, row.seed) for row in request.rows])
+        except BadRequest as exc:
+            raise HTTPException(400, str(exc)) from None
+        prepared = context.prepared
+        return {"waiting": waiting, "ready": prepared.ready_count() if prepared is not None else 0}
 
     @app.post("/reset")
     async def reset(request: Annotated[PlainReset, Body(default_factory=PlainReset)]) -> dict[str, Any]:

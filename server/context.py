@@ -15,6 +15,7 @@ from fixos.core.errors import FixOSError
 from fixos.episodes import Episode, new_run_id
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.schema import Scenario
+from fixos.server.prepared import Prepared, Ready
 from fixos.stack.engine import connect
 from fixos.stack.hosts import remove_labelled
 from fixos.stack.images import ensure_image
@@ -72,6 +73,7 @@ class ServerContext:
         log: Callable[[str], None] = lambda line: None,
         warm: int = 0,
         step_seconds: float | None = None,
+        prepare_ahead: int = 0,
     ) -> None:
         self.run_id = run_id or new_run_id()
         self.step_seconds = step_seconds_setting() if step_seconds is None else step_seconds
@@ -79,6 +81,9 @@ class ServerContext:
         self.warm = warm
         """booted spares to keep once the first session resets (0: every reset boots)."""
         self._pool: HostPool | None = None
+        self.prepare_ahead = prepare_ahead
+        """episodes broken ahead of time for announced rows, at most (0: no announcements)."""
+        self._prepared: Prepared | None = None
         self.catalog = catalog if catalog is not None else load_catalog()
         self._client = client
         self._images: dict[str, str] = dict(images or {})
@@ -137,6 +142,38 @@ class ServerContext:
             pool=self._warm_pool(images),
         )
 
+    def announce(self, rows: list[tuple[str, int]]) -> int:
+        """Queue rows (task id, seed) to be reset ahead of time, in the order they will be
+        asked for (``prepared.py``); returns how many rows wait to be prepared."""
+        if self.prepare_ahead < 1:
+            raise BadRequest("this server prepares no episodes ahead: start it with --prepare-ahead N")
+        scenarios = [(self.scenario(task_id), seed) for task_id, seed in rows]
+        with self._lock:
+            if self._prepared is None:
+                # imported here: the environment module imports this one
+                from fixos.server.environment import first_look
+
+                self._prepared = Prepared(
+                    self.open_episode, first_look, ahead=self.prepare_ahead, log=self._log
+                )
+            prepared = self._prepared
+        try:
+            return prepared.announce(scenarios)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+
+    def take_prepared(self, scenario: Scenario, seed: int) -> Ready | None:
+        """An episode of this row reset ahead of time, if one is ready."""
+        with self._lock:
+            prepared = self._prepared
+        return prepared.take(scenario.id, seed) if prepared is not None else None
+
+    @property
+    def prepared(self) -> Prepared | None:
+        """The announced rows and ready episodes (None until the first announcement)."""
+        with self._lock:
+            return self._prepared
+
     def _warm_pool(self, images: dict[str, str]) -> HostPool | None:
         # Started by the first reset, not with the server: no container exists
         # before a client asks for one, and the pool needs the images built.
@@ -157,6 +194,10 @@ class ServerContext:
 
     def close_all(self) -> None:
         """Close every open environment, then remove anything left with this server's label."""
+        with self._lock:
+            prepared, self._prepared = self._prepared, None
+        if prepared is not None:
+            prepared.close()
         for env in self.environments:
             env.close()
         with self._lock:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import secrets
 import threading
 from typing import Any
 
@@ -27,6 +26,7 @@ from fixos.scenarios.schema import Scenario
 from fixos.server.context import BadRequest, NoEpisode, ServerContext, SessionExpired
 from fixos.server.hostview import HostView, parse, probe_script
 from fixos.server.models import DONE_COMMAND, FixOSAction, FixOSObservation, FixOSState
+from fixos.server.prepared import Ready, prepared_episode_id
 from fixos.server.rewards import step_reward
 from fixos.shells.base import Shell
 from fixos.shells.recording import RecordingShell
@@ -73,14 +73,21 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
             self._release()
             scenario = self._ctx.scenario(task_id)
             seed = 1 if seed is None else seed
-            episode_id = episode_id or f"{scenario.id}-s{seed}-{secrets.token_hex(3)}"
-            episode = self._ctx.open_episode(scenario, seed, episode_id)
+            # an episode broken ahead of time for this row (``prepared.py``), unless the
+            # caller names the episode: its id labels containers booted before the ask
+            ready = self._ctx.take_prepared(scenario, seed) if episode_id is None else None
+            if ready is not None:
+                episode = ready.episode
+                episode_id = episode.episode_id
+            else:
+                episode_id = episode_id or prepared_episode_id(scenario, seed)
+                episode = self._ctx.open_episode(scenario, seed, episode_id)
             self._episode, self._scenario = episode, scenario
             # the pool's refills wait until the first observation too (``HostPool.resetting``)
             quiet = episode.pool.resetting() if episode.pool is not None else contextlib.nullcontext()
             try:
                 with quiet:
-                    self._start(episode, scenario)
+                    self._start(episode, scenario, ready)
                 verdict = episode.broken_verdict or self._judge()
             except BaseException:
                 self._release()
@@ -154,12 +161,16 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
             obs.metadata["reward_parts"] = shaped.parts
             return obs
 
-    def _start(self, episode: Episode, scenario: Scenario) -> None:
-        """Reset the episode's hosts and take the first look; the step-0 score is the
-        confirmation's verdict (``Episode.broken_verdict``): the same checks on the same
-        hosts and baseline, just judged, so judging again would cost a second inspector
-        and every gate for the same answer (tests/test_shared_baselines.py)."""
-        episode.reset()
+    def _start(self, episode: Episode, scenario: Scenario, ready: Ready | None) -> None:
+        """Reset the episode's hosts and take the first look (both done already when it was
+        prepared); the step-0 score is the confirmation's verdict (``Episode.broken_verdict``):
+        the same checks on the same hosts and baseline, just judged, so judging again would
+        cost a second inspector and every gate for the same answer (tests/test_shared_baselines.py)."""
+        if ready is None:
+            episode.reset()
+            self._probe, self._view = first_look(episode)
+        else:
+            self._probe, self._view = ready.probe, ready.view
         limits = scenario.limits
         self._hosts = HostShells(episode)
         self._shell = RecordingShell(
@@ -169,8 +180,6 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
             command_timeout=limits.command_timeout,
         )
         self._host_seconds = 0.0
-        self._probe = episode.host.shell(default_timeout=PROBE_TIMEOUT)
-        self._view = self._look(first=True)
 
     @property
     def state(self) -> FixOSState:
@@ -265,13 +274,7 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
 
     def _look(self, *, first: bool) -> HostView:
         assert self._probe is not None and self._scenario is not None
-        login = self._scenario.login_host
-        services = next(h.services for h in self._scenario.hosts if h.name == login)
-        try:
-            result = self._probe.run(probe_script(services, first=first), timeout=PROBE_TIMEOUT)
-        except (ShellError, StackError) as exc:  # a host the agent broke badly is still judged
-            return HostView(error=f"the host probe failed: {exc}")
-        return parse(result.output, None if first else self._view)
+        return look(self._probe, self._scenario, None if first else self._view)
 
     def _judge(self) -> Verdict:
         # Per-step progress: the verifier's checks without waiting out hold periods.
@@ -311,6 +314,28 @@ class HostShells:
 
     def close(self) -> None:
         pass  # the episode closes its shells
+
+
+def look(probe: Shell, scenario: Scenario, before: HostView | None) -> HostView:
+    """The login host as a monitor sees it (``before``: the last look, None for the first)."""
+    login = scenario.login_host
+    services = next(h.services for h in scenario.hosts if h.name == login)
+    try:
+        result = probe.run(probe_script(services, first=before is None), timeout=PROBE_TIMEOUT)
+    except (ShellError, StackError) as exc:  # a host the agent broke badly is still judged
+        return HostView(error=f"the host probe failed: {exc}")
+    return parse(result.output, before)
+
+
+def first_look(episode: Episode) -> tuple[Shell, HostView]:
+    """The probe's own session on a reset episode's login host, and its first look."""
+    probe = episode.host.shell(default_timeout=PROBE_TIMEOUT)
+    try:
+        return probe, look(probe, episode.scenario, None)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            probe.close()
+        raise
 
 
 def progress(verdict: Verdict) -> float:

@@ -58,8 +58,16 @@ class Served:
         warm: int = 0,
         catalog=CATALOG,
         step_seconds: float | None = None,
+        prepare_ahead: int = 0,
     ):
-        self.context = ServerContext(run_id=run_id, client=client, catalog=catalog, images=images, warm=warm)
+        self.context = ServerContext(
+            run_id=run_id,
+            client=client,
+            catalog=catalog,
+            images=images,
+            warm=warm,
+            prepare_ahead=prepare_ahead,
+        )
         self.app = create_fixos_app(
             self.context,
             max_sessions=max_sessions,

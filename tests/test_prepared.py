@@ -1,0 +1,68 @@
+"""Episodes reset ahead of time for announced rows (server/prepared.py): a reset of an
+announced row hands over hosts that were broken and looked at before it was asked, and
+they score exactly as a cold reset's: the oracle 1.0, doing nothing 0.0. Rows nobody
+announced, and rows asked more often than announced, are reset cold; a server that
+closes frees the episodes nobody took."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import labelled
+from test_server import CATALOG, Served, oracle_command
+
+from fixos.server import FixOSAction, FixOSEnv
+from fixos.server.context import BadRequest, ServerContext
+
+
+def test_a_server_without_prepare_ahead_refuses_announcements_and_bad_rows_are_named():
+    context = ServerContext(client=None, catalog=CATALOG, images={})  # type: ignore[arg-type]
+    with pytest.raises(BadRequest, match="--prepare-ahead"):
+        context.announce([("easy_1", 1)])
+    context = ServerContext(client=None, catalog=CATALOG, images={}, prepare_ahead=1)  # type: ignore[arg-type]
+    with pytest.raises(BadRequest, match="no task 'nope'"):
+        context.announce([("easy_1", 1), ("nope", 1)])
+    assert context.prepared is None, "a refused announcement prepares nothing"
+
+
+@pytest.mark.live
+def test_announced_rows_are_reset_ahead_and_score_as_cold_ones(client, images, test_run_id):
+    with Served(client, images, test_run_id, warm=1, prepare_ahead=3) as served:
+        code, body = served.http("POST", "/prepare", {"rows": [{"task_id": "nope"}]})
+        assert code == 400 and "no task 'nope'" in body["detail"]
+        rows = [{"task_id": "easy_1", "seed": 1}] * 2 + [{"task_id": "easy_1", "seed": 2}]
+        code, body = served.http("POST", "/prepare", {"rows": rows})
+        assert code == 200 and body["waiting"] <= 3, body
+        prepared = served.context.prepared
+        assert prepared.wait_ready(3, timeout=300), (
+            f"{prepared.ready_count()} ready, {prepared.failures} failed"
+        )
+        ready = {  # episode id -> its containers, broken and confirmed before anyone asked
+            r.episode.episode_id: sorted(h.handle.container_id[:12] for h in r.episode.stack.hosts.values())
+            for rows in prepared._ready.values()
+            for r in rows
+        }
+        assert len(ready) == 3 and all(
+            r.episode.broken_verdict for rs in prepared._ready.values() for r in rs
+        )
+        ready_ids = set(ready)
+
+        with FixOSEnv(base_url=served.url).sync() as a, FixOSEnv(base_url=served.url).sync() as b:
+            first = a.reset(task_id="easy_1", seed=1).observation
+            state = a.state()
+            assert state.episode_id in ready_ids and sorted(state.containers) == ready[state.episode_id]
+            assert (
+                first.task_score == 0.0 and {s.name: s.status for s in first.services}["nginx"] == "stopped"
+            )
+            assert first.processes and first.disks, "the first look was taken ahead too"
+            fix = a.step(FixOSAction(command=oracle_command(served, state.episode_id, "easy_1")))
+            assert fix.done and fix.observation.task_score == 1.0
+
+            b.reset(task_id="easy_1", seed=1)
+            assert b.state().episode_id in ready_ids - {state.episode_id}
+            done = b.step(FixOSAction(command="DONE"))
+            assert done.done and done.observation.task_score == 0.0
+
+            cold = a.reset(task_id="easy_1", seed=1)  # asked a third time, announced twice
+            assert a.state().episode_id not in ready_ids and cold.observation.task_score == 0.0
+            assert prepared.ready_count() == 1, "the seed-2 row is still waiting for its reset"
+    assert labelled(client, test_run_id) == [], "closing the server frees the episode nobody took"
