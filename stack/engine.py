@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import docker
 from docker.errors import DockerException
@@ -16,9 +17,11 @@ from fixos.core.errors import EngineError
 def connect(base_url: str | None = None, *, timeout: int = 120) -> docker.DockerClient:
     """A client for ``base_url`` (or DOCKER_HOST / the local socket) that has answered a ping."""
     try:
-        if base_url:
-            tls = tls_from_env(base_url)
-            client = docker.DockerClient(base_url=base_url, version="auto", timeout=timeout, tls=tls)
+        settings = {"base_url": base_url, "tls": tls_from_env(base_url)} if base_url else kwargs_from_env()
+        if settings.get("tls"):
+            client: docker.DockerClient = TlsEngineClient(version="auto", timeout=timeout, **settings)
+        elif base_url:
+            client = docker.DockerClient(base_url=base_url, version="auto", timeout=timeout)
         else:
             client = docker.from_env(version="auto", timeout=timeout)
         client.ping()
@@ -38,6 +41,26 @@ def tls_from_env(base_url: str) -> docker.tls.TLSConfig | None:
     if not base_url.startswith(("tcp://", "https://")):
         return None
     return kwargs_from_env(environment={**os.environ, "DOCKER_HOST": base_url}).get("tls")
+
+
+class EngineCaApi(docker.APIClient):
+    """docker-py's API client for a TLS engine, verified by the engine's own CA whatever the
+    environment says. docker-py puts that CA (DOCKER_CERT_PATH/ca.pem; or False without
+    DOCKER_TLS_VERIFY) in ``self.verify``, but requests lets REQUESTS_CA_BUNDLE or
+    CURL_CA_BUNDLE replace it on every request, so a user with either set (common behind a
+    corporate proxy) could not reach the engine. Proxies from the environment still apply."""
+
+    def merge_environment_settings(self, url: Any, proxies: Any, stream: Any, verify: Any, cert: Any) -> Any:
+        settings = super().merge_environment_settings(url, proxies, stream, verify, cert)
+        settings["verify"] = self.verify
+        return settings
+
+
+class TlsEngineClient(docker.DockerClient):
+    """A DockerClient over ``EngineCaApi`` (it asks the engine's API version already in __init__)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.api = EngineCaApi(**kwargs)
 
 
 def engine_named(base_url: str | None) -> str:

@@ -11,13 +11,15 @@ works for any engine through the one connection the harness already has:
   network (labelled like the hosts, so ``fixos clean`` and the sweep of dead runs
   remove it);
 - per (host, port) a listener on this machine's 127.0.0.1;
-- per accepted connection one ``docker exec`` in the relay running bash, which
-  opens ``/dev/tcp/<host alias>/<port>`` and copies bytes both ways; this side
-  pumps between the accepted socket and the exec's attached stream.
+- one long-lived ``docker exec`` in the relay (``stack/relay.py``) that carries every
+  accepted connection as frames over its stdin and stdout and opens the host's port
+  inside the episode's network. A connection costs a frame and a connect there, not an
+  exec (over ``ssh://`` an exec is a new SSH channel and a remote ``docker system
+  dial-stdio``: a few episodes at once made probes time out).
 
 The relay never runs inside an episode's host: root there can replace any program.
-Half-closes are not carried (bash cannot shut down half a socket): the first side
-to close ends the connection; HTTP and SSH never half-close.
+Half-closes are not carried: the first side to close ends the connection; HTTP and
+SSH never half-close.
 
 ``FIXOS_RELAY=1`` forces the relay for a local socket too: an engine in another
 network namespace (``scripts/netns-engine``) answers on a unix socket here, but
@@ -29,9 +31,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
-import select
 import socket
-import struct
 import threading
 import urllib.error
 import urllib.request
@@ -43,15 +43,9 @@ from docker.errors import DockerException, NotFound
 
 from fixos.core.errors import StackError
 from fixos.core.models import HostHandle, HttpResponse
+from fixos.stack.relay import RelaySession
 
 RELAY_ROLE = "relay"
-# $1 host alias, $2 port. Two copiers; when either ends (a side closed) so does the relay.
-# stdin goes through fd 4: bash gives a background command /dev/null as its stdin.
-RELAY_SCRIPT = (
-    'exec 3<>"/dev/tcp/$1/$2" 4<&0 || exit 111; cat <&3 & r=$!; cat <&4 >&3 & w=$!; '
-    "wait -n; kill $r $w 2>/dev/null; exit 0"
-)
-CHUNK = 65536
 
 
 def engine_is_local(client: docker.DockerClient) -> bool:
@@ -105,6 +99,7 @@ class Tunnel:
             )
         except DockerException as exc:
             raise StackError(f"cannot start the relay on {network}: {exc}") from None
+        self._session = RelaySession(self._api, self._relay.id)
 
     def endpoint(self, handle: HostHandle, port: int) -> tuple[str, int]:
         """A listener on this machine that reaches ``port`` of the host named ``handle.name``."""
@@ -135,28 +130,13 @@ class Tunnel:
                 conn.close()
                 return
             self._open.add(conn)
-        raw: Any = None
         try:
-            exec_id = self._api.exec_create(
-                self._relay.id,
-                ["bash", "-c", RELAY_SCRIPT, "relay", alias, str(port)],
-                stdin=True,
-                stdout=True,
-                stderr=False,
-                tty=False,
-            )["Id"]
-            raw = self._api.exec_start(exec_id, socket=True)
-            _pump(conn, getattr(raw, "_sock", raw))
-        except (DockerException, OSError):
-            pass  # the client sees its connection close, as with a refused port
+            self._session.serve(conn, alias, port)
         finally:
             with self._lock:
                 self._open.discard(conn)
             with contextlib.suppress(OSError):
                 conn.close()
-            if raw is not None:
-                with contextlib.suppress(Exception):
-                    raw.close()
 
     def close(self) -> None:
         """Stop listening, cut open connections, remove the relay; safe to call twice."""
@@ -169,34 +149,9 @@ class Tunnel:
                 sock.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
                 sock.close()
+        self._session.close()
         with contextlib.suppress(NotFound, DockerException):
             self._relay.remove(force=True)
-
-
-def _pump(conn: socket.socket, stream: Any) -> None:
-    """Copy bytes both ways until either side closes. ``stream`` is the exec's attached
-    connection (a socket, or a paramiko channel over ssh://): what goes in is the relay's
-    stdin as is, what comes out is framed (8-byte header: stream, length) as docker does
-    without a TTY."""
-    frames = bytearray()
-    while True:
-        ready, _, _ = select.select([conn, stream], [], [])
-        if conn in ready:
-            data = conn.recv(CHUNK)
-            if not data:
-                return
-            stream.sendall(data)
-        if stream in ready:
-            data = stream.recv(CHUNK)
-            if not data:
-                return
-            frames += data
-            while len(frames) >= 8:
-                _kind, size = struct.unpack(">BxxxL", frames[:8])
-                if len(frames) < 8 + size:
-                    break
-                conn.sendall(bytes(frames[8 : 8 + size]))
-                del frames[: 8 + size]
 
 
 def reach(client: docker.DockerClient, network: str, labels: dict[str, str], images: dict[str, str]) -> Any:

@@ -2,23 +2,27 @@
 (scripts/netns-engine), reached from here only over ``ssh://`` (and ``tcp://`` with
 TLS). Its published ports sit on its namespace's 127.0.0.1, out of this machine's
 reach, so every shell, file, HTTP and TLS probe must go through the engine
-connection (``fixos.stack.tunnel``): a full episode scores 1.0 with the oracle over
-exec and over SSH, 0.0 with nop, and nothing of the run is left on that engine."""
+connection (``fixos.stack.tunnel``): a bench of three episodes side by side scores 1.0
+with the oracle over SSH (no harness failure, no retry), nop over exec scores 0.0, and
+nothing of the run is left on that engine."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
 from helpers import labelled
 
+from fixos.bench import Bench, Events, Plan
 from fixos.core.errors import EngineError
 from fixos.episodes import run_episode
+from fixos.records.rundir import RunDir
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.schema import HostSpec
-from fixos.stack.engine import connect
+from fixos.stack.engine import Engine, connect
 from fixos.stack.hosts import Stack, remove_labelled
 from fixos.stack.tls import served_certificate
 from fixos.stack.tunnel import RELAY_ROLE, engine_is_local
@@ -61,27 +65,60 @@ def over_ssh(remote):
     client.close()
 
 
-def test_episodes_over_ssh_engine_score_as_at_home(over_ssh, images, remote):
+class Watch(Events):
+    """How many episodes ran at once, and every harness failure the bench retried."""
+
+    def __init__(self) -> None:
+        self.now = self.peak = 0
+        self.retried: list[str] = []
+        self.lock = threading.Lock()
+
+    def started(self, job):
+        with self.lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+
+    def finished(self, record, retried):
+        with self.lock:
+            self.now -= 1
+
+    def retrying(self, job, failure):
+        with self.lock:
+            self.now -= 1
+            self.retried.append(f"{job.episode_id}: {failure.text}")
+
+
+def test_parallel_bench_over_ssh_engine_scores_as_at_home(over_ssh, images, remote, tmp_path):
     assert not engine_is_local(over_ssh)
     assert over_ssh.info()["DockerRootDir"] == f"/var/lib/fixos-netns-engine-{NAME}"  # really the other one
-    easy_1 = load_catalog()["easy_1"]
-    # one after another: side by side, three episodes' probes through one paramiko connection
-    # time out on a loaded machine (NOTES.md); oracle over SSH, nop over exec covers both transports
-    runs = [("oracle", "ssh", 1.0), ("nop", "exec", 0.0)]
-    run_ids = [f"test-remote-{agent}-{transport}" for agent, transport, _ in runs]
+    # three episodes at once, the agents over SSH: every probe, SSH session and verdict of the three
+    # goes through their relays over one ssh:// client (with an exec per connection, probes timed
+    # out and healthy checks failed here: NOTES.md)
+    run = RunDir(tmp_path, "test-remote-bench")
+    plan = Plan(scenarios=["easy_1"], seeds=[1, 2, 3], agents=["oracle"], transport="ssh")
+    watch = Watch()
+    engines = [Engine(remote["ssh_url"], over_ssh, images)]
     try:
-        records = [
-            run_episode(easy_1, 1, agent, client=over_ssh, images=images, run_id=rid, transport=transport)[0]
-            for (agent, transport, _), rid in zip(runs, run_ids, strict=True)
-        ]
-        for (agent, transport, reward), record in zip(runs, records, strict=True):
-            assert record.status == "scored", (agent, transport, record.error)
-            assert record.reward == reward, (agent, transport, record)
-        for run_id in run_ids:  # hosts, relay and network all gone from the remote engine
-            assert labelled(over_ssh, run_id) == []
+        Bench(plan, run, load_catalog(), engines=engines, parallel=3, events=watch).execute()
+        records = run.records()
+        assert watch.retried == [] and watch.peak == 3
+        assert sorted(r.episode_id for r in records) == sorted(j.episode_id for j in plan.jobs())
+        for record in records:
+            assert record.status == "scored" and record.reward == 1.0, (record.episode_id, record.error)
+        assert labelled(over_ssh, run.run_id) == []  # hosts, spares, relays and networks all gone
     finally:
-        for run_id in run_ids:
-            remove_labelled(over_ssh, run_id=run_id)
+        remove_labelled(over_ssh, run_id=run.run_id)
+
+
+def test_nop_over_exec_on_ssh_engine_scores_zero(over_ssh, images):
+    run_id = "test-remote-nop-exec"
+    try:
+        easy_1 = load_catalog()["easy_1"]
+        record = run_episode(easy_1, 1, "nop", client=over_ssh, images=images, run_id=run_id)[0]
+        assert record.status == "scored" and record.reward == 0.0, record
+        assert labelled(over_ssh, run_id) == []
+    finally:
+        remove_labelled(over_ssh, run_id=run_id)
 
 
 def test_tls_engine_reaches_shells_files_and_probes_through_the_relay(remote, images, monkeypatch):
@@ -89,9 +126,12 @@ def test_tls_engine_reaches_shells_files_and_probes_through_the_relay(remote, im
         connect(remote["tls_url"], timeout=10)
     monkeypatch.setenv("DOCKER_CERT_PATH", remote["cert_path"])
     monkeypatch.setenv("DOCKER_TLS_VERIFY", "1")
-    # requests lets these override the CA docker-py hands it (the engine's CA): unset them
-    monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)
-    monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
+    # requests would let these replace the engine's CA for every request: connect() must not
+    other_ca = Path(remote["home"]) / "other-ca.pem"
+    newca = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=other -keyout /dev/null -out"
+    subprocess.run([*newca.split(), str(other_ca)], check=True, capture_output=True)
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(other_ca))
+    monkeypatch.setenv("CURL_CA_BUNDLE", str(other_ca))
     client = connect(remote["tls_url"])
     assert not engine_is_local(client)
     run_id = "test-remote-tls"
