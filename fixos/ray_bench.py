@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from docker.errors import DockerException
+from docker.errors import DockerException, ImageNotFound
 
 from fixos.bench import Events, Job, Plan
 from fixos.core.errors import FixOSError
@@ -39,7 +39,7 @@ from fixos.records.rundir import FAULTS, INTERRUPTED, REWARD, TRANSCRIPT, RunDir
 from fixos.scenarios.schema import Scenario
 from fixos.stack.engine import connect
 from fixos.stack.hosts import remove_labelled, sweep_dead_runs
-from fixos.stack.images import ensure_image
+from fixos.stack.images import IMAGES_DIR, OFFLINE_BASE, REGISTRY_BASE, ensure_image, image_tag
 
 RESOURCE = os.environ.get("FIXOS_RAY_RESOURCE", "fixos_engine")
 """the custom resource a node offers, one unit per episode it may run at a time."""
@@ -47,6 +47,9 @@ MOST_FILE_BYTES = 4 * 2**20
 """an episode directory's file larger than this stays on the node (keys, notes are small)."""
 CANCEL_WAIT = 120.0
 """seconds a cancelled task gets to tear its episode down before the sweep."""
+BUILD = os.environ.get("FIXOS_RAY_BUILD") == "1"
+"""build an image a node lacks there (minutes, and it needs the node's network); by default
+such a node ends the run at once: a build with no way out stalls in apt for many minutes."""
 _WRITTEN_BY_DRIVER = {TRANSCRIPT, REWARD, FAULTS, INTERRUPTED}
 
 
@@ -71,8 +74,41 @@ def _where() -> str:
     return f"{node_engine()} on ray node {ray.util.get_node_ip_address()} ({socket.gethostname()})"
 
 
-def _node_images(client: Any, names: Sequence[str]) -> dict[str, str]:
-    return {name: ensure_image(client, name, lambda line: None) for name in names}
+def _has(client: Any, tag: str) -> bool:
+    try:
+        client.images.get(tag)
+    except ImageNotFound:
+        return False
+    return True
+
+
+def _node_images(client: Any, names: Sequence[str], build: bool = False) -> dict[str, str]:
+    """The tags of this tree's images on the node's engine (the same tags as on any engine
+    with the same base); a missing one is built only if ``build``, else an error saying how
+    to bring it there."""
+    if build:
+        return {name: ensure_image(client, name, lambda line: None) for name in names}
+    wanted = os.environ.get("FIXOS_BASE_IMAGE")
+    bases = [wanted] if wanted else [REGISTRY_BASE, OFFLINE_BASE]  # ensure_base's order
+    base = next((b for b in bases if _has(client, b)), None)
+    if base is None:
+        raise FixOSError(
+            f"no base image ({' or '.join(bases)}) on this engine; copy this tree's images there "
+            "(docker save BASE fixos/server:TAG fixos/inspector:TAG | docker load) or let nodes "
+            "build them (FIXOS_RAY_BUILD=1 for the driver)"
+        )
+    tags = {}
+    for name in names:
+        if not (IMAGES_DIR / name / "Dockerfile").is_file():
+            raise FixOSError(f"no image named {name!r}: {IMAGES_DIR / name}/Dockerfile does not exist")
+        tags[name] = image_tag(client, name, base)
+        if not _has(client, tags[name]):
+            raise FixOSError(
+                f"image {tags[name]} missing on this engine (from {base}): copy it there (docker "
+                f"save {tags[name]} | docker load), build it there (fixos setup), or let nodes build "
+                "(FIXOS_RAY_BUILD=1 for the driver)"
+            )
+    return tags
 
 
 def _failed(exc: BaseException) -> dict[str, Any]:
@@ -82,14 +118,14 @@ def _failed(exc: BaseException) -> dict[str, Any]:
     return {"error": f"{_where()}: {detail}"}
 
 
-def prepare_node(image_names: list[str]) -> dict[str, Any]:
+def prepare_node(image_names: list[str], build: bool = False) -> dict[str, Any]:
     """Make the node's engine ready: leftovers of dead runs removed, images present (built
-    there once if missing, so the episode tasks after it only look them up)."""
+    there once if missing and ``build``, so the episode tasks after it only look them up)."""
     try:
         client = connect()
         try:
             swept = sweep_dead_runs(client)
-            images = _node_images(client, image_names)
+            images = _node_images(client, image_names, build)
         finally:
             client.close()
     except Exception as exc:
@@ -205,7 +241,7 @@ class RayBench:
                 f"nodes with ray start --resources='{{\"{RESOURCE}\": 2}}' where a Docker engine runs"
             )
         names = sorted({h.image for s in self.plan.scenarios for h in self.catalog[s].hosts} | {"inspector"})
-        refs = [self._on(node, prepare_node).remote(names) for node in nodes]
+        refs = [self._on(node, prepare_node).remote(names, BUILD) for node in nodes]
         try:
             prepared = [
                 _result(ray, ref, f"preparing ray node {node['NodeManagerAddress']}")

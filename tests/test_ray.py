@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -44,12 +45,7 @@ def cluster(client, images):
         out = subprocess.run([SCRIPT, "up", NAME, str(INDEX)], check=True, capture_output=True, text=True)
         where = dict(line.split("=", 1) for line in out.stdout.split())
         # the base too: a node derives the image tags from its base's id, as this engine does
-        tags = [ensure_base(client, lambda line: None), *images.values()]
-        save = subprocess.Popen(["docker", "save", *tags], stdout=subprocess.PIPE)
-        load = subprocess.run(
-            ["docker", "-H", where["socket"], "load", "-q"], stdin=save.stdout, capture_output=True, text=True
-        )
-        assert save.wait() == 0 and load.returncode == 0, load.stderr
+        _copy([ensure_base(client, lambda line: None), *images.values()], where["socket"])
         local = LocalCluster(HEAD_IP, free_port(HEAD_IP))  # the address exists once the veth does
         local.start_head(slots=2)
         local.add_node(f"fixos-{NAME}", where["address"], where["socket"], slots=2)
@@ -117,6 +113,31 @@ def test_a_node_that_cannot_have_an_image_ends_the_run_in_one_line_naming_it(clu
     assert bench.records() == []
 
 
+def test_a_node_missing_an_image_ends_the_run_at_once_naming_it(cluster, images, tmp_path, monkeypatch):
+    local, socket = cluster
+    for key, value in QUIET.items():
+        monkeypatch.setenv(key, value)
+    remote = connect(socket)
+    remote.images.remove(images["inspector"])  # a stale node: this tree's inspector is not there
+    try:
+        bench = RayBench(
+            Plan(scenarios=["easy_1"], seeds=[1], agents=["nop"]),
+            RunDir(tmp_path, "test-ray-missing"),
+            load_catalog(),
+            address=local.address,
+        )
+        started = time.monotonic()
+        with pytest.raises(FixOSError) as failed:
+            bench.connect()
+        assert time.monotonic() - started < 60  # not a build stalling without a network
+        message = str(failed.value)
+        assert "\n" not in message and f"on ray node {HEAD_IP[:-1]}2" in message, message
+        assert f"image {images['inspector']} missing" in message, message
+    finally:
+        _copy([images["inspector"]], socket)  # back, for the next test
+        remote.close()
+
+
 def test_a_node_that_dies_mid_run_ends_it_in_one_line_and_the_other_engine_is_swept(
     cluster, client, tmp_path, monkeypatch
 ):
@@ -145,6 +166,14 @@ def test_a_node_that_dies_mid_run_ends_it_in_one_line_and_the_other_engine_is_sw
         killer.join()
         remove_labelled(client, run_id=run.run_id)
         remote.close()
+
+
+def _copy(tags: list[str], socket: str) -> None:
+    save = subprocess.Popen(["docker", "save", *tags], stdout=subprocess.PIPE)
+    load = subprocess.run(
+        ["docker", "-H", socket, "load", "-q"], stdin=save.stdout, capture_output=True, text=True
+    )
+    assert save.wait() == 0 and load.returncode == 0, load.stderr
 
 
 def _env() -> dict[str, str]:
