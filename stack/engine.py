@@ -13,6 +13,8 @@ from requests import RequestException
 
 from fixos.core.errors import EngineError
 
+SSH_POOL_SIZE = 32  # idle connections kept per ssh:// engine (docker-py's 10 is less than -j 4 uses)
+
 
 def connect(base_url: str | None = None, *, timeout: int = 120) -> docker.DockerClient:
     """A client for ``base_url`` (or DOCKER_HOST / the local socket) that has answered a ping."""
@@ -21,9 +23,11 @@ def connect(base_url: str | None = None, *, timeout: int = 120) -> docker.Docker
         if settings.get("tls"):
             client: docker.DockerClient = TlsEngineClient(version="auto", timeout=timeout, **settings)
         elif base_url:
-            client = docker.DockerClient(base_url=base_url, version="auto", timeout=timeout)
+            pool = {"max_pool_size": SSH_POOL_SIZE} if base_url.startswith("ssh://") else {}
+            client = docker.DockerClient(base_url=base_url, version="auto", timeout=timeout, **pool)
         else:
             client = docker.from_env(version="auto", timeout=timeout)
+        share_ssh_pool(client.api)
         client.ping()
     except (DockerException, RequestException, OSError, ValueError) as exc:
         detail = " ".join(str(exc).split())
@@ -33,6 +37,22 @@ def connect(base_url: str | None = None, *, timeout: int = 120) -> docker.Docker
             "run `make setup` (installs and starts one when root on Debian) or start Docker"
         ) from None
     return client
+
+
+def share_ssh_pool(api: docker.APIClient) -> None:
+    """One pool of connections for an ``ssh://`` engine. docker-py (7.x with requests >= 2.32.2)
+    keys its pools by the whole request URL, so each new path (a container's, an exec's) got a
+    pool and a connection of its own: over ssh:// a new SSH channel running a remote ``docker
+    system dial-stdio`` each time, ~130 per easy_1 episode, which is what slowed episodes side
+    by side. Every pool of that adapter reaches the same engine, so all requests share one."""
+    adapter = api.adapters.get("http+docker://ssh")
+    if adapter is None:
+        return
+
+    def one_pool(request: Any, verify: Any, proxies: Any = None, cert: Any = None) -> Any:
+        return adapter.get_connection("http+docker://ssh", proxies)
+
+    adapter.get_connection_with_tls_context = one_pool
 
 
 def tls_from_env(base_url: str) -> docker.tls.TLSConfig | None:

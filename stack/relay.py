@@ -33,6 +33,7 @@ from docker.errors import DockerException
 OPEN, DATA, CLOSE = 1, 2, 3
 HEADER = struct.Struct(">IBI")
 CHUNK = 65536
+READ_POLL = 0.05  # how long a read may hold the stream from writers
 STALL_SECONDS = 30  # a local client that reads nothing for this long loses its connection, not the session
 
 # The relay's end: one select loop over stdin, stdout and the connections it opened; it stops
@@ -86,7 +87,9 @@ class RelaySession:
         self._api = api
         self._container = container_id
         self._lock = threading.Lock()  # the session itself (start, replace) and the connection table
-        self._send_lock = threading.Lock()  # one frame at a time on the exec's stdin
+        # every read and write of the exec's stream: one frame at a time, and never a read and a
+        # write at once (an SSL socket over tcp+TLS must not be used by two threads together)
+        self._io_lock = threading.Lock()
         self._stream: Any = None
         self._raw: Any = None
         self._conns: dict[int, socket.socket] = {}
@@ -133,19 +136,32 @@ class RelaySession:
         )["Id"]
         raw = self._api.exec_start(exec_id, socket=True)
         stream = getattr(raw, "_sock", raw)
-        stream.settimeout(None)  # idle between probes is normal: never time the session out
         self._raw, self._stream = raw, stream
         threading.Thread(target=self._read, args=(stream,), daemon=True).start()
 
     def _send(self, stream: Any, cid: int, kind: int, data: bytes = b"") -> None:
-        with self._send_lock:
+        with self._io_lock:
+            stream.settimeout(None)
             stream.sendall(HEADER.pack(cid, kind, len(data)) + data)
+
+    def _recv(self, stream: Any) -> bytes:
+        """Bytes from the exec, waiting for them without holding the stream from writers."""
+        while True:
+            pending = getattr(stream, "pending", None)  # an SSL socket's decrypted bytes select misses
+            if not (pending and pending()):
+                select.select([stream], [], [])
+            with self._io_lock:
+                stream.settimeout(READ_POLL)  # readable may be a partial record, or no data at all
+                try:
+                    return stream.recv(CHUNK)
+                except TimeoutError:
+                    continue
 
     def _read(self, stream: Any) -> None:
         """Deframe docker's stdout frames (8-byte header) and then the relay's frames."""
         docker_buf, buf = bytearray(), bytearray()
         try:
-            while chunk := stream.recv(CHUNK):
+            while chunk := self._recv(stream):
                 docker_buf += chunk
                 while len(docker_buf) >= 8:
                     _kind, size = struct.unpack(">BxxxL", docker_buf[:8])
