@@ -8,6 +8,7 @@ mid-run, ends the run with one line naming the node."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -135,6 +136,33 @@ def test_a_node_missing_an_image_ends_the_run_at_once_naming_it(cluster, images,
         assert f"image {images['inspector']} missing" in message, message
     finally:
         _copy([images["inspector"]], socket)  # back, for the next test
+        remote.close()
+
+
+def test_ctrl_c_cancels_the_episodes_on_both_nodes_and_leaves_nothing(cluster, client, tmp_path):
+    local, socket = cluster
+    results = tmp_path / "results"
+    command = [sys.executable, "-m", "fixos.cli", "bench", "--scenarios", "easy_1", "--seeds", "1-4"]
+    command += ["--agent", "oracle", "--results", str(results), "--ray", local.address]
+    bench = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    remote = connect(socket)
+    try:
+        wait_for(lambda: results.is_dir() and any(results.iterdir()), timeout=60)
+        (run,) = results.iterdir()
+        # Ctrl-C once an episode is under way on each engine
+        wait_for(lambda: labelled(client, run.name) != [] and labelled(remote, run.name) != [], timeout=120)
+        bench.send_signal(signal.SIGINT)
+        out, err = bench.communicate(timeout=300)
+        assert bench.returncode == 130, out[-1000:] + err[-1000:]
+        assert "interrupted; containers of this run removed" in err
+        assert labelled(client, run.name) == [] and labelled(remote, run.name) == []
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
+        for run in results.iterdir() if results.is_dir() else []:
+            remove_labelled(client, run_id=run.name)
+            remove_labelled(remote, run_id=run.name)
         remote.close()
 
 
