@@ -24,6 +24,7 @@ import contextlib
 import itertools
 import select
 import socket
+import ssl
 import struct
 import threading
 from typing import Any
@@ -33,14 +34,13 @@ from docker.errors import DockerException
 OPEN, DATA, CLOSE = 1, 2, 3
 HEADER = struct.Struct(">IBI")
 CHUNK = 65536
-READ_POLL = 0.05  # how long a read may hold the stream from writers
 STALL_SECONDS = 30  # a local client that reads nothing for this long loses its connection, not the session
 
 # The relay's end: one select loop over stdin, stdout and the connections it opened; it stops
 # reading connections while more than 4 MB wait for stdout, so a slow engine link cannot fill
 # the relay's 64 MB.
 RELAY_PROGRAM = r"""
-use strict; use warnings; use IO::Socket::INET; use Socket qw(SOL_SOCKET SO_ERROR);
+use strict; use warnings; use IO::Socket::INET; use Socket qw(SOL_SOCKET SO_ERROR IPPROTO_TCP TCP_NODELAY);
 binmode STDIN; binmode STDOUT; STDIN->blocking(0); STDOUT->blocking(0);
 my ($in, $out) = ('', ''); my (%sock, %pending, %connecting);
 sub frame { my ($id, $kind, $data) = @_; $data //= '';
@@ -63,7 +63,8 @@ while (1) {
       my $data = substr($in, 9, $len); substr($in, 0, 9 + $len) = '';
       if ($kind == 1) { my ($alias, $port) = split / /, $data;
         my $s = IO::Socket::INET->new(PeerAddr => $alias, PeerPort => $port, Proto => 'tcp', Blocking => 0);
-        if ($s) { $sock{$id} = $s; $pending{$id} = ''; $connecting{$id} = 1 } else { frame($id, 3) } }
+        if ($s) { setsockopt($s, IPPROTO_TCP, TCP_NODELAY, 1);
+          $sock{$id} = $s; $pending{$id} = ''; $connecting{$id} = 1 } else { frame($id, 3) } }
       elsif ($kind == 2) { $pending{$id} .= $data if $sock{$id} }
       elsif ($kind == 3) { drop($id, 0) } } }
   for my $id (keys %sock) { my $s = $sock{$id} or next; my $fd = fileno $s;
@@ -87,8 +88,7 @@ class RelaySession:
         self._api = api
         self._container = container_id
         self._lock = threading.Lock()  # the session itself (start, replace) and the connection table
-        # every read and write of the exec's stream: one frame at a time, and never a read and a
-        # write at once (an SSL socket over tcp+TLS must not be used by two threads together)
+        # writes of the exec's stream: one frame at a time; and an SSL stream's reads (_recv)
         self._io_lock = threading.Lock()
         self._stream: Any = None
         self._raw: Any = None
@@ -105,6 +105,8 @@ class RelaySession:
                 conn.close()  # the client sees its connection close, as with a refused port
             return
         try:
+            # frames arrive as the far end wrote them: small writes must not wait for an ACK (Nagle)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._send(stream, cid, OPEN, f"{alias} {port}".encode())
             while data := conn.recv(CHUNK):
                 self._send(stream, cid, DATA, data)
@@ -136,26 +138,31 @@ class RelaySession:
         )["Id"]
         raw = self._api.exec_start(exec_id, socket=True)
         stream = getattr(raw, "_sock", raw)
+        stream.settimeout(None)  # idle between probes is normal: never time the session out
         self._raw, self._stream = raw, stream
         threading.Thread(target=self._read, args=(stream,), daemon=True).start()
 
     def _send(self, stream: Any, cid: int, kind: int, data: bytes = b"") -> None:
         with self._io_lock:
-            stream.settimeout(None)
+            if isinstance(stream, ssl.SSLSocket):
+                stream.settimeout(None)  # the reader leaves it non-blocking
             stream.sendall(HEADER.pack(cid, kind, len(data)) + data)
 
     def _recv(self, stream: Any) -> bytes:
-        """Bytes from the exec, waiting for them without holding the stream from writers."""
+        """Bytes from the exec. A socket or a paramiko channel is read by this thread while others
+        write; an SSL socket (tcp+TLS) must not be used by two threads at once, so it is read
+        without blocking under the writers' lock once select (or its own buffer) says so."""
+        if not isinstance(stream, ssl.SSLSocket):
+            return stream.recv(CHUNK)
         while True:
-            pending = getattr(stream, "pending", None)  # an SSL socket's decrypted bytes select misses
-            if not (pending and pending()):
+            if not stream.pending():
                 select.select([stream], [], [])
             with self._io_lock:
-                stream.settimeout(READ_POLL)  # readable may be a partial record, or no data at all
+                stream.settimeout(0.0)
                 try:
                     return stream.recv(CHUNK)
-                except TimeoutError:
-                    continue
+                except (ssl.SSLWantReadError, BlockingIOError):
+                    continue  # a partial record, or no application data: wait for more
 
     def _read(self, stream: Any) -> None:
         """Deframe docker's stdout frames (8-byte header) and then the relay's frames."""
