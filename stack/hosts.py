@@ -373,6 +373,13 @@ def remove_labelled(client: docker.DockerClient, *, run_id: str | None = None) -
             removed += 1
         except NotFound:
             pass
+        except APIError as exc:
+            # A pool or a prepared episode freed in the background is being removed right now
+            # (the engine answers 409): wait for that removal, so "nothing left" holds on return.
+            if exc.status_code != 409 or "in progress" not in str(exc):
+                raise
+            _wait_gone(client, container.id)
+            removed += 1
     for network in client.networks.list(filters={"label": label}):
         # still in use by a container being created meanwhile: the next sweep gets it
         with contextlib.suppress(NotFound, APIError):
@@ -381,6 +388,17 @@ def remove_labelled(client: docker.DockerClient, *, run_id: str | None = None) -
         with contextlib.suppress(NotFound):
             volume.remove(force=True)
     return removed
+
+
+def _wait_gone(client: docker.DockerClient, container_id: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            client.containers.get(container_id)
+        except NotFound:
+            return
+        time.sleep(0.2)
+    raise StackError(f"container {container_id[:12]} was still being removed after {timeout:g}s")
 
 
 def sweep_dead_runs(client: docker.DockerClient) -> list[str]:

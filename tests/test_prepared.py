@@ -66,3 +66,41 @@ def test_announced_rows_are_reset_ahead_and_score_as_cold_ones(client, images, t
             assert a.state().episode_id not in ready_ids and cold.observation.task_score == 0.0
             assert prepared.ready_count() == 1, "the seed-2 row is still waiting for its reset"
     assert labelled(client, test_run_id) == [], "closing the server frees the episode nobody took"
+
+
+def test_a_removal_already_under_way_is_waited_for_not_raised():
+    """Closing a server while its pool or a prepared episode is removed in the background:
+    the engine answers 409 "removal ... is already in progress" (seen with 64 sessions)."""
+    import docker.errors
+    import requests
+
+    from fixos.stack.hosts import remove_labelled
+
+    class Container:
+        id = "c" * 64
+
+        def remove(self, **kwargs):
+            response = requests.Response()
+            response.status_code, response.reason, response.url = 409, "Conflict", "http+docker://x"
+            raise docker.errors.APIError(
+                "409", response=response, explanation=f"removal of container {self.id} is already in progress"
+            )
+
+    class Containers:
+        gets = 0
+
+        def list(self, **kwargs):
+            return [Container()]
+
+        def get(self, container_id):
+            self.gets += 1
+            if self.gets < 3:
+                return Container()
+            raise docker.errors.NotFound("gone")
+
+    class Empty:
+        def list(self, **kwargs):
+            return []
+
+    client = type("Client", (), {"containers": Containers(), "networks": Empty(), "volumes": Empty()})()
+    assert remove_labelled(client, run_id="r") == 1 and client.containers.gets == 3
