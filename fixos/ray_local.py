@@ -1,8 +1,9 @@
 """A Ray cluster on this one machine whose nodes each have their own Docker engine: for the
 two-node test and ``make perf``, and a worked example of starting one by hand.
 
-Each node is ``ray start --block`` in a process group of its own, stopped by killing that
-group: ``ray stop`` would stop every Ray node on the machine, other people's included. A
+Each node is ``ray start --block`` in a session of its own, stopped by killing that group and
+every process descended from it: ``ray stop`` would stop every Ray node on the machine, other
+people's included. A
 second node runs in the network namespace of a second engine (``scripts/netns-engine``),
 so its 127.0.0.1, where its tasks reach their hosts, is that engine's loopback; the head
 then listens on this side's veth address, the one address both namespaces reach. Nothing
@@ -54,7 +55,9 @@ class LocalNode:
     def stop(self) -> None:
         """Every process of the node: the group, and its descendants in groups of their own
         (Ray starts each worker in a new session); TERM, then KILL what is left after 5 s."""
-        family = _descendants(self.process.pid) | {self.process.pid}
+        family = _group(self.process.pid)  # those the leader's exit left to init are in it still
+        if self.process.returncode is None:  # not reaped: its pid is not someone else's yet
+            family |= {self.process.pid} | _descendants(self.process.pid)
         for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
             for pid in family:
                 with contextlib.suppress(ProcessLookupError):
@@ -70,7 +73,7 @@ class LocalNode:
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
-def _start(args: Sequence[str], *, engine: str | None, slots: int, netns: str | None, what: str) -> LocalNode:
+def _start(args: Sequence[str], *, engine: str | None, slots: int, netns: str | None) -> LocalNode:
     temp_dir = Path(tempfile.mkdtemp(prefix="fxray-", dir="/tmp"))  # short: Ray's socket paths
     env = {**os.environ, **QUIET}
     env.pop("RAY_ADDRESS", None)
@@ -95,11 +98,7 @@ def _start(args: Sequence[str], *, engine: str | None, slots: int, netns: str | 
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    node = LocalNode(process, temp_dir, engine or "local", log)
-    if process.poll() is not None:
-        node.stop()
-        raise FixOSError(f"{what} did not start: {log.read_text(errors='replace')[-300:]}")
-    return node
+    return LocalNode(process, temp_dir, engine or "local", log)
 
 
 def free_port(ip: str) -> int:
@@ -127,12 +126,12 @@ class LocalCluster:
             f"--port={self.port}",
             "--include-dashboard=false",
         ]
-        self.nodes.append(_start(args, engine=engine, slots=slots, netns=None, what="the Ray head"))
+        self.nodes.append(_start(args, engine=engine, slots=slots, netns=None))
         self._wait(lambda: _port_open(self.head_ip, self.port), "the Ray head's port")
 
     def add_node(self, netns: str, ip: str, engine: str, slots: int = 2) -> None:
         args = [f"--address={self.address}", f"--node-ip-address={ip}"]
-        self.nodes.append(_start(args, engine=engine, slots=slots, netns=netns, what=f"the Ray node at {ip}"))
+        self.nodes.append(_start(args, engine=engine, slots=slots, netns=netns))
 
     def wait_for(self, count: int) -> None:
         """Until ``count`` nodes offering engine slots are alive (asked from a subprocess, so
@@ -158,8 +157,9 @@ class LocalCluster:
         deadline = time.monotonic() + START_WAIT
         while time.monotonic() < deadline:
             for node in self.nodes:
-                if node.process.poll() is not None:
-                    raise FixOSError(f"a Ray node exited: {node.log.read_text(errors='replace')[-300:]}")
+                if node.process.poll() is not None:  # the caller's stop() removes the rest
+                    said = node.log.read_text(errors="replace").strip().splitlines()[-1:] or ["?"]
+                    raise FixOSError(f"a Ray node exited: {said[0][:300]}")
             if ready():
                 return
             time.sleep(0.5)
@@ -171,15 +171,24 @@ class LocalCluster:
         self.nodes.clear()
 
 
-def _parents() -> dict[int, int]:
+def _stat_field(index: int) -> dict[int, int]:
+    """One numeric field of /proc/PID/stat after "(comm)" (0 state, 1 ppid, 2 pgrp) per pid."""
     found = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            try:  # "pid (comm) state ppid ...": comm may hold spaces, so split after ")"
-                found[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            try:  # "pid (comm) state ppid pgrp ...": comm may hold spaces, so split after ")"
+                found[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[index])
             except (OSError, IndexError, ValueError):
                 continue
     return found
+
+
+def _parents() -> dict[int, int]:
+    return _stat_field(1)
+
+
+def _group(pgid: int) -> set[int]:
+    return {pid for pid, group in _stat_field(2).items() if group == pgid}
 
 
 def _descendants(root: int) -> set[int]:
