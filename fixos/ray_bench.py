@@ -319,7 +319,12 @@ def _result(ray: Any, ref: Any, what: str) -> dict[str, Any]:
     except ray.exceptions.RayError as exc:
         lines = [line for line in str(exc).splitlines() if line.strip()]
         detail = lines[-1].strip() if lines else ""
-        raise FixOSError(f"{what}: Ray task failed ({type(exc).__name__}) {detail[:300]}") from None
+        try:  # Ray's text names the node for a NodeDiedError, not for a crashed worker
+            down = sorted({n["NodeManagerAddress"] for n in ray.nodes() if not n.get("Alive")})
+        except Exception:
+            down = []
+        nodes = f"; nodes down: {', '.join(down)}" if down else ""
+        raise FixOSError(f"{what}: Ray task failed ({type(exc).__name__}) {detail[:300]}{nodes}") from None
     if "error" in result:
         raise FixOSError(f"{what} failed on {result['error']}")
     return result
