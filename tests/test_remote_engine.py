@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from helpers import labelled
+from helpers import labelled, wait_for
 
 from fixos.bench import Bench, Events, Plan
 from fixos.core.errors import EngineError
@@ -149,6 +149,12 @@ def test_tls_engine_reaches_shells_files_and_probes_through_the_relay(remote, im
         assert web.http_get(80, "/no-such-page").status == 404
         assert served_certificate(web.endpoint(443)) is not None
         assert web.tls is not None and web.tls.address == web.endpoint(443)
+        # the relay's one exec dies (as when the engine connection breaks): the next connection
+        # starts another, and the episode's probes go on
+        relay = relays[0]
+        assert relay.exec_run(["pkill", "-x", "perl"]).exit_code == 0
+        wait_for(lambda: web.http_get(80, "/").status == 200, timeout=20)
+        assert relay.exec_run(["pgrep", "-c", "-x", "perl"]).output.strip() == b"1"
         with web.ssh_shell(default_timeout=20) as shell:
             assert shell.run("hostname").output.strip() == "web"
         with web.shell(default_timeout=20) as shell:
