@@ -75,7 +75,9 @@ class LocalNode:
 
 def _start(args: Sequence[str], *, engine: str | None, slots: int, netns: str | None) -> LocalNode:
     temp_dir = Path(tempfile.mkdtemp(prefix="fxray-", dir="/tmp"))  # short: Ray's socket paths
-    env = {**os.environ, **QUIET}
+    # TMPDIR: an episode's scratch dir lives in the node's temp dir, so a task killed with
+    # its node (no finally ran) leaves nothing once the node is stopped
+    env = {**os.environ, **QUIET, "TMPDIR": str(temp_dir)}
     env.pop("RAY_ADDRESS", None)
     if engine:
         env["DOCKER_HOST"] = engine  # the node's workers inherit it: that node's engine

@@ -188,7 +188,10 @@ def test_a_node_that_dies_mid_run_ends_it_in_one_line_and_the_other_engine_is_sw
         with pytest.raises(FixOSError) as failed:
             bench.execute()
         message = str(failed.value)
-        assert "\n" not in message and "Ray task failed" in message and "10.214.201.2" in message, message
+        # whichever comes first names the node: Ray's NodeDiedError, or the task's own error when
+        # its worker, stopped with the node, still returned (its teardown cut short)
+        assert "\n" not in message and message.startswith("episode easy_1-s"), message
+        assert "10.214.201.2" in message and "Traceback" not in message, message
         assert labelled(client, run.run_id) == []  # the head's episodes were cancelled and swept
     finally:
         killer.join()
