@@ -10,7 +10,7 @@ from rich.markup import escape
 from fixos.cli.common import engines, sweep, sweep_if_engine
 from fixos.scenarios.catalog import load_catalog
 from fixos.stack.engine import connect
-from fixos.stack.hosts import remove_labelled
+from fixos.stack.leftovers import remove_labelled
 from fixos.view import scenarios_table
 
 

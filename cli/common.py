@@ -17,8 +17,8 @@ from fixos.bench import parse_shard
 from fixos.core.errors import EngineError, FixOSError
 from fixos.scenarios.schema import Scenario
 from fixos.stack.engine import Engine, connect
-from fixos.stack.hosts import sweep_dead_runs
 from fixos.stack.images import ensure_image, replicate
+from fixos.stack.leftovers import sweep_dead_runs
 
 DEFAULT_RESULTS = Path("results")
 

@@ -11,7 +11,7 @@ from rich.markup import escape
 from fixos.cli.common import engine, images
 from fixos.episodes import new_run_id
 from fixos.scenarios.catalog import load_catalog, select
-from fixos.stack.hosts import remove_labelled
+from fixos.stack.leftovers import remove_labelled
 
 
 def cmd_export(args: argparse.Namespace, console: Console) -> int:

@@ -13,7 +13,7 @@ from fixos.bench import default_parallelism
 from fixos.cli.common import engine, images
 from fixos.episodes import new_run_id
 from fixos.scenarios.catalog import load_catalog, select
-from fixos.stack.hosts import remove_labelled
+from fixos.stack.leftovers import remove_labelled
 from fixos.stack.pool import HostPool
 from fixos.validate import Validation, agents_for, meets, validate
 from fixos.view import validation_table

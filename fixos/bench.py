@@ -26,7 +26,7 @@ from fixos.records.saved import Saved, read_model, write_model
 from fixos.scenarios.schema import Scenario
 from fixos.shells.stopping import watch
 from fixos.stack.engine import Engine, shares
-from fixos.stack.hosts import remove_labelled
+from fixos.stack.leftovers import remove_labelled
 from fixos.stack.pool import HostPool
 
 MEMORY_PER_EPISODE = 640 * 1024 * 1024

@@ -38,8 +38,8 @@ from fixos.records.models import EpisodeRecord
 from fixos.records.rundir import FAULTS, INTERRUPTED, REWARD, TRANSCRIPT, RunDir
 from fixos.scenarios.schema import Scenario
 from fixos.stack.engine import connect
-from fixos.stack.hosts import remove_labelled, sweep_dead_runs
 from fixos.stack.images import IMAGES_DIR, OFFLINE_BASE, REGISTRY_BASE, ensure_image, image_tag
+from fixos.stack.leftovers import remove_labelled, sweep_dead_runs
 
 RESOURCE = os.environ.get("FIXOS_RAY_RESOURCE", "fixos_engine")
 """the custom resource a node offers, one unit per episode it may run at a time."""

@@ -23,8 +23,9 @@ from fixos.exporter import export_harbor
 from fixos.exporter.trial import build, run_trial
 from fixos.scenarios.catalog import load_catalog, select
 from fixos.stack.engine import connect
-from fixos.stack.hosts import LABEL_RUN, remove_labelled
+from fixos.stack.hosts import LABEL_RUN
 from fixos.stack.images import ensure_base, ensure_image
+from fixos.stack.leftovers import remove_labelled
 from fixos.stack.sources import pip_build_options
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -22,8 +22,8 @@ from fixos.episodes import Episode, new_run_id
 from fixos.records.rundir import RunDir
 from fixos.scenarios.catalog import load_catalog
 from fixos.stack.engine import Engine, connect
-from fixos.stack.hosts import remove_labelled
 from fixos.stack.images import ensure_image
+from fixos.stack.leftovers import remove_labelled
 from fixos.stack.pool import HostPool
 
 ROOT = Path(__file__).resolve().parent.parent

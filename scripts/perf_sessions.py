@@ -32,7 +32,7 @@ import uvicorn
 from fixos.server import FixOSAction, FixOSEnv
 from fixos.server.app import create_fixos_app
 from fixos.server.context import ServerContext
-from fixos.stack.hosts import remove_labelled
+from fixos.stack.leftovers import remove_labelled
 
 TASK = "easy_1"
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,8 +17,8 @@ from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.schema import Scenario
 from fixos.server.prepared import Prepared, Ready
 from fixos.stack.engine import connect
-from fixos.stack.hosts import remove_labelled
 from fixos.stack.images import ensure_image
+from fixos.stack.leftovers import remove_labelled
 from fixos.stack.pool import HostPool, shape_of
 
 if TYPE_CHECKING:

@@ -11,8 +11,9 @@ import pytest
 from fixos.scenarios.schema import HostSpec
 from fixos.shells.session import BashSession
 from fixos.stack.engine import connect
-from fixos.stack.hosts import LiveHost, Stack, remove_labelled
+from fixos.stack.hosts import LiveHost, Stack
 from fixos.stack.images import ensure_image
+from fixos.stack.leftovers import remove_labelled
 from fixos.stack.pool import HostPool
 
 

@@ -24,7 +24,7 @@ from fixos.adversaries import LEGITIMATE, MAX_REWARD, Case, cases, holds, sweep
 from fixos.agents.adversarial import STRATEGIES
 from fixos.records.models import EpisodeRecord
 from fixos.scenarios.catalog import load_catalog
-from fixos.stack.hosts import remove_labelled
+from fixos.stack.leftovers import remove_labelled
 
 CATALOG = load_catalog()
 SEED = 1

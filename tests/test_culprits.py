@@ -24,7 +24,7 @@ from fixos.injector.disk import HOLDERS
 from fixos.injector.edit import spawn_command
 from fixos.injector.process import HOG_NAMES, INNOCENT_PROGRAMS, CpuHog, culprit_path
 from fixos.scenarios.catalog import load_catalog
-from fixos.stack.hosts import remove_labelled
+from fixos.stack.leftovers import remove_labelled
 
 CATALOG = load_catalog()
 SCENARIO = "easy_4"  # a memory hog: the oracle kills it by PID

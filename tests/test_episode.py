@@ -16,7 +16,8 @@ from fixos.durability import STABLE_CHECK
 from fixos.episodes import Episode, run_episode
 from fixos.records.rundir import RunDir
 from fixos.scenarios.catalog import load_catalog
-from fixos.stack.hosts import LABEL_OWNER, LABEL_RUN, owner_label, sweep_dead_runs
+from fixos.stack.hosts import LABEL_OWNER, LABEL_RUN, owner_label
+from fixos.stack.leftovers import sweep_dead_runs
 
 pytestmark = pytest.mark.live
 

@@ -33,8 +33,9 @@ from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.schema import HostSpec
 from fixos.scenarios.solution import render
 from fixos.shells.fake import FakeShell
-from fixos.stack.hosts import LABEL_RUN, LiveHost, remove_labelled
+from fixos.stack.hosts import LABEL_RUN, LiveHost
 from fixos.stack.images import ensure_base
+from fixos.stack.leftovers import remove_labelled
 from fixos.stack.sources import pip_build_options
 
 CATALOG = load_catalog()

@@ -25,8 +25,9 @@ from fixos.exporter.compose import compose_yaml, login_of, peer_key
 from fixos.exporter.harbor import task_toml
 from fixos.exporter.trial import build, run_trial
 from fixos.scenarios.catalog import load_catalog
-from fixos.stack.hosts import LABEL_RUN, remove_labelled
+from fixos.stack.hosts import LABEL_RUN
 from fixos.stack.images import ensure_base
+from fixos.stack.leftovers import remove_labelled
 from fixos.stack.sources import pip_build_options
 
 CATALOG = load_catalog()

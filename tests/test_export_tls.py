@@ -24,8 +24,9 @@ from fixos.exporter.tls import about_https
 from fixos.exporter.trial import build, run_trial
 from fixos.phases import check_entries
 from fixos.scenarios.catalog import load_catalog
-from fixos.stack.hosts import LABEL_RUN, remove_labelled
+from fixos.stack.hosts import LABEL_RUN
 from fixos.stack.images import ensure_base
+from fixos.stack.leftovers import remove_labelled
 from fixos.stack.sources import pip_build_options
 from fixos.stack.tls import TLS_DIR
 

@@ -33,7 +33,7 @@ from fixos.injector.conflicts import claims_of, conflict, declares_claims
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.schema import HostSpec, parse_scenario
 from fixos.shells.base import Shell
-from fixos.stack.hosts import remove_labelled
+from fixos.stack.leftovers import remove_labelled
 from fixos.stack.pool import HostPool
 from fixos.verifier import CHECKS
 

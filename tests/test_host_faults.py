@@ -17,7 +17,8 @@ from fixos.injector import FAULTS
 from fixos.injector.base import fault_rng
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.schema import HostSpec
-from fixos.stack.hosts import LiveHost, Stack, remove_labelled
+from fixos.stack.hosts import LiveHost, Stack
+from fixos.stack.leftovers import remove_labelled
 from fixos.stack.pool import HostPool
 
 pytestmark = pytest.mark.live

@@ -18,8 +18,9 @@ from fixos.injector.base import fault_rng
 from fixos.injector.housekeeping import ROTATE_VARIANTS, SHOP_LOG, TMP_KEPT
 from fixos.scenarios.schema import HostSpec
 from fixos.shells.base import Shell
-from fixos.stack.hosts import LiveHost, Stack, remove_labelled
+from fixos.stack.hosts import LiveHost, Stack
 from fixos.stack.inspector import HOST_ROOT, Inspector
+from fixos.stack.leftovers import remove_labelled
 from fixos.verifier import CHECKS, Probe, backend
 
 pytestmark = pytest.mark.live

@@ -16,8 +16,9 @@ from fixos.core.errors import InvalidEpisode
 from fixos.injector import FAULTS
 from fixos.injector.base import fault_rng
 from fixos.scenarios.schema import HostSpec
-from fixos.stack.hosts import Stack, remove_labelled
+from fixos.stack.hosts import Stack
 from fixos.stack.inspector import HOST_ROOT, Inspector
+from fixos.stack.leftovers import remove_labelled
 from fixos.verifier import CHECKS, Probe
 from fixos.verifier import backend as testinfra_backend
 

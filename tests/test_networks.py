@@ -8,7 +8,7 @@ import docker
 import pytest
 from docker.errors import APIError
 
-from fixos.stack.hosts import remove_labelled
+from fixos.stack.leftovers import remove_labelled
 from fixos.stack.networks import EXHAUSTED, create_network, own_range
 
 

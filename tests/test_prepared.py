@@ -74,7 +74,7 @@ def test_a_removal_already_under_way_is_waited_for_not_raised():
     import docker.errors
     import requests
 
-    from fixos.stack.hosts import remove_labelled
+    from fixos.stack.leftovers import remove_labelled
 
     class Container:
         id = "c" * 64

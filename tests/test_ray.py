@@ -25,8 +25,8 @@ from fixos.ray_local import QUIET, LocalCluster, free_port
 from fixos.records.rundir import RunDir
 from fixos.scenarios.catalog import load_catalog
 from fixos.stack.engine import connect
-from fixos.stack.hosts import remove_labelled
 from fixos.stack.images import ensure_base
+from fixos.stack.leftovers import remove_labelled
 
 pytestmark = pytest.mark.live
 

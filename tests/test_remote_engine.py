@@ -23,7 +23,8 @@ from fixos.records.rundir import RunDir
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.schema import HostSpec
 from fixos.stack.engine import Engine, connect
-from fixos.stack.hosts import Stack, remove_labelled
+from fixos.stack.hosts import Stack
+from fixos.stack.leftovers import remove_labelled
 from fixos.stack.tls import served_certificate
 from fixos.stack.tunnel import RELAY_ROLE, engine_is_local
 

@@ -19,7 +19,7 @@ import pytest
 from fixos.episodes import run_episode
 from fixos.records.models import EpisodeRecord
 from fixos.scenarios.catalog import load_catalog
-from fixos.stack.hosts import remove_labelled
+from fixos.stack.leftovers import remove_labelled
 from fixos.stack.pool import HostPool
 from fixos.validate import EXPECTED, agents_for, meets
 

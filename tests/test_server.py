@@ -32,7 +32,7 @@ from fixos.server.environment import FixOSEnvironment, ServerContext
 from fixos.server.hostview import HostView, parse, probe_script
 from fixos.server.models import DiskInfo, ProcessInfo, ServiceInfo
 from fixos.server.rewards import TABLE, step_reward
-from fixos.stack.hosts import remove_labelled
+from fixos.stack.leftovers import remove_labelled
 
 CATALOG = load_catalog()
 OPENENV = Path(sys.executable).parent / "openenv"

@@ -23,7 +23,8 @@ from fixos.injector import FAULTS
 from fixos.records.failures import EpisodeStatus
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.schema import ROLE_SERVICES, HostSpec, load_scenario
-from fixos.stack.hosts import Stack, remove_labelled
+from fixos.stack.hosts import Stack
+from fixos.stack.leftovers import remove_labelled
 from fixos.verifier import CHECKS
 
 SPLIT = textwrap.dedent(

@@ -17,7 +17,7 @@ from helpers import labelled, wait_for
 
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.solution import render
-from fixos.stack.hosts import remove_labelled
+from fixos.stack.leftovers import remove_labelled
 from fixos.trl import FixOSToolEnv, close, reward_func
 
 CATALOG = load_catalog()
