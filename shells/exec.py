@@ -11,12 +11,12 @@ Docker-py facts this module relies on (and keeps in one place):
 from __future__ import annotations
 
 import contextlib
-import select
 import socket
 import struct
 import time
 from typing import Any
 
+from fixos.core.readiness import readable
 from fixos.shells.session import SESSION_COMMAND, BashSession
 
 
@@ -55,8 +55,7 @@ class ExecShell(BashSession):
 
     def _read(self, wait: float) -> bytes | None:
         assert self._sock is not None
-        ready, _, _ = select.select([self._sock], [], [], wait)
-        if not ready:
+        if not readable(self._sock, wait):
             return b""
         try:
             chunk = self._sock.recv(65536)

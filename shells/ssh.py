@@ -6,7 +6,6 @@ The same endpoint serves a plain OpenSSH client: ``ssh -i KEY -p PORT root@127.0
 from __future__ import annotations
 
 import contextlib
-import select
 import shlex
 import socket
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import paramiko
 
 from fixos.core.errors import ShellError
+from fixos.core.readiness import readable
 from fixos.shells.session import SESSION_COMMAND, BashSession
 
 CONNECT_TIMEOUT = 10.0
@@ -88,10 +88,8 @@ class SshShell(BashSession):
 
     def _read(self, wait: float) -> bytes | None:
         assert self._chan is not None
-        if not self._chan.recv_ready():
-            ready, _, _ = select.select([self._chan], [], [], wait)
-            if not ready:
-                return b""
+        if not self._chan.recv_ready() and not readable(self._chan, wait):
+            return b""
         try:
             chunk = self._chan.recv(65536)
         except (OSError, paramiko.SSHException):

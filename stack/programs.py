@@ -12,7 +12,6 @@ prove (the ``programs_unchanged`` gate).
 from __future__ import annotations
 
 import contextlib
-import select
 import struct
 import time
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 from docker.errors import DockerException
 
 from fixos.core.models import CommandResult
+from fixos.core.readiness import readable
 from fixos.shells.base import TIMEOUT_EXIT_CODE
 
 OUTPUT_LIMIT = 16 * 1024
@@ -47,8 +47,7 @@ def run_program(
             if left <= 0:
                 timed_out = True
                 break
-            ready, _, _ = select.select([sock], [], [], left)
-            if not ready:
+            if not readable(sock, left):
                 continue
             chunk = sock.recv(65536)
             if not chunk:

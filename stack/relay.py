@@ -31,6 +31,8 @@ from typing import Any
 
 from docker.errors import DockerException
 
+from fixos.core.readiness import readable
+
 OPEN, DATA, CLOSE = 1, 2, 3
 HEADER = struct.Struct(">IBI")
 CHUNK = 65536
@@ -156,7 +158,7 @@ class RelaySession:
             return stream.recv(CHUNK)
         while True:
             if not stream.pending():
-                select.select([stream], [], [])
+                readable(stream, None)
             with self._io_lock:
                 stream.settimeout(0.0)
                 try:
