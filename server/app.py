@@ -309,6 +309,7 @@ def serve(
     """Run the server until Ctrl-C or SIGTERM; every session's containers are removed on the way out."""
     import uvicorn
 
+    _allow_open_files()
     context = context or ServerContext()
     app = create_fixos_app(
         context, max_sessions=max_sessions, session_timeout=session_timeout, step_seconds=step_seconds
@@ -318,6 +319,18 @@ def serve(
         uvicorn.Server(config).run()
     finally:
         context.close_all()
+
+
+def _allow_open_files(wanted: int = 65536) -> None:
+    """Raise this process's soft limit on open files toward the hard one: each session holds
+    several sockets (shells, probe, engine), and the common soft default of 1024 runs out
+    below 64 sessions with episodes prepared ahead."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
 def _settings() -> tuple[int, float]:

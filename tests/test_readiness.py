@@ -46,3 +46,18 @@ def test_readable_waits_on_a_descriptor_select_refuses():
         ours.close()
         theirs.close()
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_the_server_raises_its_open_files_limit_toward_the_hard_one():
+    from fixos.server.app import _allow_open_files
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard <= 1024:
+        pytest.skip(f"the hard limit on open files is {hard}")
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
+        _allow_open_files()
+        raised = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        assert raised == (65536 if hard == resource.RLIM_INFINITY else min(65536, hard)) > 1024
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
