@@ -151,9 +151,15 @@ def test_mariadbs_init_script_retry_is_a_helper_and_nothing_like_it_is():
     )
     retry = official.replace("/var/log/mysql/error.log", "/tmp/tmp.UVF8nSyHDn.err")  # as CI saw it
     under = ["mysqld_safe", "timeout", "mariadb", "rc", "init"]
-    assert init_retry("mariadbd", "/usr/sbin/mariadbd", retry, under)
-    assert not init_retry("mariadbd", "/usr/sbin/mariadbd", official, under)  # its log, not a retry's
-    assert not init_retry("mariadbd", "/usr/sbin/mariadbd", retry, ["mysqld_safe", "init"])  # no timeout
-    assert not init_retry("mariadbd", "/opt/mariadbd", retry, under)  # not the package's binary
-    assert not init_retry("mariadbd", "/usr/sbin/mariadbd", retry.replace(".err", ".err.x"), under)
-    assert not init_retry("nginx", "/usr/sbin/mariadbd", retry, under)
+
+    def seen(cmdline=retry, exe="/usr/sbin/mariadbd", chain=under, name="mariadbd"):
+        return init_retry(name, {"exe": exe, "cmdline": cmdline, "chain": chain}, official)
+
+    assert seen()
+    assert not seen(official)  # its own log: a master, not a retry
+    assert not seen(chain=["mysqld_safe", "init"])  # no timeout above it
+    assert not seen(exe="/opt/mariadbd")  # not the package's binary
+    assert not seen(retry.replace(".err", ".err.x"))
+    assert not seen(retry + " --skip-grant-tables")  # a loosened server dressed as a retry
+    assert not seen(retry.replace("--user=mysql", "--user=root"))
+    assert not seen(name="nginx")

@@ -179,21 +179,25 @@ def one_shot(name: str, exe: str, cmdline: str) -> bool:
     return exe == _ARGV[name][0] and any(a in ONE_SHOT[name] for a in args)
 
 
-_RETRY_LOG = re.compile(r"(?:^| )--log-error=/tmp/tmp\.[A-Za-z0-9]{10}\.err(?: |$)")
+_RETRY_LOG = re.compile(r"(?:^| )--log-error=/tmp/tmp\.[A-Za-z0-9]{10}\.err(?= |$)")
+_ANY_LOG = re.compile(r"(?:^| )--log-error=\S+(?= |$)")
 
 
-def init_retry(name: str, exe: str, cmdline: str, chain: list[str]) -> bool:
-    """Whether this is MariaDB's init script retrying a start that did not answer, to
-    show its error log: ``timeout 10 mysqld_safe --log-error="$(mktemp).err"``. It
-    lives 10 to 30 s after the durability restart of a server the agent left broken,
-    and counted as an unofficial master it zeroed a partial repair (split_2 in CI).
-    Seen as a helper it hides nothing that lasts: a server an agent starts this way
-    does not survive the restarts, and a server that ran at the start must still run."""
+def init_retry(name: str, master: dict[str, Any], healthy_cmdline: str) -> bool:
+    """Whether this master is MariaDB's init script retrying a start that did not answer,
+    to show its error log: ``timeout 10 mysqld_safe --log-error="$(mktemp).err"``, i.e.
+    the healthy command line but for the log. It lives 10 to 30 s after the durability
+    restart of a server the agent left broken, and counted as an unofficial master it
+    zeroed a partial repair (split_2 in CI). Ignoring it hides nothing that lasts or
+    loosens: its options are the healthy server's, a server started that way does not
+    survive the restarts, and a server that ran at the start must still run."""
+    cmdline = master["cmdline"]
     return (
         name == "mariadbd"
-        and exe == _ARGV[name][0]
-        and chain[:2] == ["mysqld_safe", "timeout"]
+        and master["exe"] == _ARGV[name][0]
+        and master["chain"][:2] == ["mysqld_safe", "timeout"]
         and _RETRY_LOG.search(cmdline) is not None
+        and _ANY_LOG.sub(" --log-error=", cmdline) == _ANY_LOG.sub(" --log-error=", healthy_cmdline)
     )
 
 
@@ -233,8 +237,6 @@ def _look(probe: Probe, names: list[str]) -> tuple[Masters, dict[str, str]]:
             parent, parent_name = table.get(up, (0, "?"))
             chain.append(parent_name)
             up = parent
-        if init_retry(name, exe, cmdline, chain):
-            continue
         masters[name].append({"pid": pid, "exe": exe, "cmdline": cmdline, "chain": chain})
     if not in_host:
         complaints = _tests_in_host(probe, names)
@@ -307,9 +309,17 @@ class ServicesOfficial(Check):
             healthy[name] = {k: found[0][k] for k in ("exe", "cmdline", "chain")}
         return {"healthy": healthy, "must_run": sorted(healthy), "must_test": sorted(healthy)}
 
-    def refine(self, probe: Probe, baseline: Any) -> Any:
+    def _masters(self, probe: Probe, healthy: dict[str, Any]) -> tuple[Masters, dict[str, str]]:
+        """Each daemon's masters now, without MariaDB's init-script retry of a failed start."""
         masters, tests = self._look(probe)
+        for name, found in masters.items():
+            if name in healthy:
+                masters[name] = [m for m in found if not init_retry(name, m, healthy[name]["cmdline"])]
+        return masters, tests
+
+    def refine(self, probe: Probe, baseline: Any) -> Any:
         healthy = baseline["healthy"]
+        masters, tests = self._masters(probe, healthy)
         official = {
             n for n, found in masters.items() if len(found) == 1 and not _unofficial(found[0], healthy[n])
         }
@@ -320,7 +330,7 @@ class ServicesOfficial(Check):
         }
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
-        masters, tests = self._look(probe)
+        masters, tests = self._masters(probe, baseline["healthy"])
         problems = []
         for name, healthy in baseline["healthy"].items():
             found = masters.get(name, [])
