@@ -147,14 +147,15 @@ class Prepared:
                     return
                 scenario, seed = self._wanted.popleft()
                 self._busy += 1
-            item = None
+            item, failed = None, False
             try:
                 item = self._prepare(scenario, seed)
             except Exception as exc:  # the row is reset cold when asked; the worker goes on
-                self.failures += 1
+                failed = True
                 self._log(f"preparing {scenario.id} seed {seed} failed: {exc}")
             with self._cond:
                 self._busy -= 1
+                self.failures += failed
                 if item is not None and not self._closed:
                     self._ready.setdefault((scenario.id, seed), []).append(item)
                     item = None

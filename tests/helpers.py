@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import docker
 
+from fixos.bench import Events
 from fixos.stack.hosts import LABEL_OWNER, LABEL_RUN
 
 
@@ -54,3 +56,26 @@ def containers_owned_by(client: docker.DockerClient, pid: int, run_id: str | Non
         for c in client.containers.list(all=True, filters={"label": label}, ignore_removed=True)
         if c.labels.get(LABEL_OWNER, "").split(":")[1:2] == [str(pid)]
     ]
+
+
+class Watch(Events):
+    """How many episodes ran at once, and every harness failure the bench retried."""
+
+    def __init__(self) -> None:
+        self.now = self.peak = 0
+        self.retried: list[str] = []
+        self.lock = threading.Lock()
+
+    def started(self, job):
+        with self.lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+
+    def finished(self, record, retried):
+        with self.lock:
+            self.now -= 1
+
+    def retrying(self, job, failure):
+        with self.lock:
+            self.now -= 1
+            self.retried.append(f"{job.episode_id}: {failure.text}")

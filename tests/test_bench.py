@@ -6,16 +6,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import threading
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from helpers import containers_owned_by, labelled, start_fixos, wait_for
+from helpers import Watch, containers_owned_by, labelled, start_fixos, wait_for
 from rich.console import Console
 
-from fixos.bench import Bench, Events, Plan, parse_shard
+from fixos.bench import Bench, Plan, parse_shard
 from fixos.cli.main import main
 from fixos.core.models import CheckResult, Verdict
 from fixos.records.failures import EpisodeStatus, Failure, FailureKind
@@ -114,21 +113,7 @@ def test_parallelism_is_honoured_exactly(client, images, tmp_path):
     catalog = load_catalog()
     run = RunDir(tmp_path, "par")
 
-    class Count(Events):
-        def __init__(self) -> None:
-            self.now = self.peak = 0
-            self.lock = threading.Lock()
-
-        def started(self, job):
-            with self.lock:
-                self.now += 1
-                self.peak = max(self.peak, self.now)
-
-        def finished(self, record, retried):
-            with self.lock:
-                self.now -= 1
-
-    events = Count()
+    events = Watch()
     plan = Plan(scenarios=["easy_1"], seeds=[1, 2, 3, 4], agents=["nop"])
     engines = [Engine("local", client, images)]
     Bench(plan, run, catalog, engines=engines, parallel=2, events=events).execute()

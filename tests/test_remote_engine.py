@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import threading
 from pathlib import Path
 
 import pytest
-from helpers import labelled, wait_for
+from helpers import Watch, labelled, wait_for
 
-from fixos.bench import Bench, Events, Plan
+from fixos.bench import Bench, Plan
 from fixos.core.errors import EngineError
 from fixos.episodes import run_episode
 from fixos.records.rundir import RunDir
@@ -64,29 +63,6 @@ def over_ssh(remote):
     client = connect(remote["ssh_url"])
     yield client
     client.close()
-
-
-class Watch(Events):
-    """How many episodes ran at once, and every harness failure the bench retried."""
-
-    def __init__(self) -> None:
-        self.now = self.peak = 0
-        self.retried: list[str] = []
-        self.lock = threading.Lock()
-
-    def started(self, job):
-        with self.lock:
-            self.now += 1
-            self.peak = max(self.peak, self.now)
-
-    def finished(self, record, retried):
-        with self.lock:
-            self.now -= 1
-
-    def retrying(self, job, failure):
-        with self.lock:
-            self.now -= 1
-            self.retried.append(f"{job.episode_id}: {failure.text}")
 
 
 def test_parallel_bench_over_ssh_engine_scores_as_at_home(over_ssh, images, remote, tmp_path):
