@@ -60,6 +60,8 @@ class HttpResponse:
     status: int
     body: bytes
     error: str = ""
+    timed_out: bool = False
+    """nothing answered in time (a slow page, not a refused or reset connection)."""
 
 
 @dataclass(frozen=True)

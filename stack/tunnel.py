@@ -176,4 +176,4 @@ def http_get(address: tuple[str, int], path: str, timeout: float = 5.0) -> HttpR
         return HttpResponse(exc.code, exc.read() or b"")
     except (OSError, urllib.error.URLError) as exc:
         reason = getattr(exc, "reason", exc)
-        return HttpResponse(0, b"", f"{type(reason).__name__}: {reason}")
+        return HttpResponse(0, b"", f"{type(reason).__name__}: {reason}", isinstance(reason, TimeoutError))

@@ -204,3 +204,72 @@ def test_the_final_verdict_counts_only_what_is_busy_in_two_samples():
     quiet = iter(["1346 php-fpm8.2 182\n", "1346 php-fpm8.2 3\n"])
     calm = FakeShell(lambda command: next(quiet))
     assert check.evaluate(Probe(None, calm, FakeAccess()), None).passed  # type: ignore[arg-type]
+
+
+class SlowSite:
+    """A real HTTP server on loopback whose first ``slow`` answers take ``delay`` s."""
+
+    def __init__(self, slow: int, delay: float) -> None:
+        import http.server
+        import threading
+
+        site = self
+        self.asked = 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                site.asked += 1
+                if site.asked <= slow:
+                    time.sleep(delay)
+                body = b"<h1>Tidewater</h1>"
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.name = "web"
+
+    def http_get(self, port: int, path: str, timeout: float = 5.0) -> HttpResponse:
+        from fixos.stack.tunnel import http_get
+
+        return http_get(self.server.server_address[:2], path, timeout)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_slow_page_is_asked_again_in_a_final_verdict_only():
+    """A page held past 5 s by a loaded machine passes once it answers on the second,
+    longer ask; a quick look (progress) does not wait, and refused is not asked again."""
+    from fixos.verifier.http import FIRST_WAIT
+
+    check = HttpPage(HttpPage.Params(path="/", same_as_healthy=False))
+    site = SlowSite(slow=1, delay=FIRST_WAIT + 1)
+    try:
+        outcome = check.evaluate(probe(site), None)  # type: ignore[arg-type]
+        assert outcome.passed and "answered when asked again" in outcome.detail, outcome.detail
+        assert site.asked == 2
+        site.asked = 0
+        quick = Probe(host=None, shell=FakeShell(lambda c: ""), access=site, patient=False)  # type: ignore[arg-type]
+        outcome = check.evaluate(quick, None)
+        assert not outcome.passed and "TimeoutError" in outcome.detail and site.asked == 1
+    finally:
+        site.close()
+
+    refused = FakeAccess()
+    asked = []
+    refused.http_get = lambda port, path, timeout=5.0: (
+        asked.append(timeout)
+        or HttpResponse(  # type: ignore[method-assign]
+            0, b"", "ConnectionRefusedError"
+        )
+    )
+    assert not check.evaluate(probe(refused), None).passed
+    assert asked == [FIRST_WAIT]

@@ -18,6 +18,7 @@ from pydantic import Field
 
 from fixos.core.models import Outcome
 from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
+from fixos.verifier.http import get_page
 
 SHOWN = 8
 """how many offending paths a verdict names before it says how many more."""
@@ -135,7 +136,7 @@ class LogsKept(Check):
 
 def _page(probe: Probe, port: int, path: str) -> str:
     """``STATUS SHA256`` of the page as served from outside, or ``0 why`` when nothing answered."""
-    resp = probe.access.http_get(port, path)
+    resp = get_page(probe, port, path)
     if resp.status == 0:
         return f"0 {resp.error}"
     return f"{resp.status} {hashlib.sha256(resp.body).hexdigest()}"

@@ -111,7 +111,7 @@ def _get(url: str, timeout: float) -> HttpResponse:
         return HttpResponse(exc.code, exc.read() or b"")
     except (OSError, urllib.error.URLError) as exc:
         reason = getattr(exc, "reason", exc)
-        return HttpResponse(0, b"", f"{type(reason).__name__}: {reason}")
+        return HttpResponse(0, b"", f"{type(reason).__name__}: {reason}", isinstance(reason, TimeoutError))
 
 
 @dataclasses.dataclass(frozen=True)
