@@ -37,7 +37,7 @@ def execute(
     ray: str | None = None,
 ) -> list[EpisodeRecord]:
     """Run a plan's pending jobs with a live view; returns every record of the run."""
-    _ctrl_c_stops()
+    ctrl_c_stops()
     for agent in bench_plan.agents:  # unknown names and missing settings fail before any container
         preflight = getattr(agent_class(agent), "preflight", None)
         if preflight is not None:
@@ -67,7 +67,7 @@ def execute(
     return bench.records()
 
 
-def _ctrl_c_stops() -> None:
+def ctrl_c_stops() -> None:
     """Ctrl-C raises KeyboardInterrupt even in a process started with SIGINT ignored (a
     script's background job): Python would keep it ignored and the run could not be stopped."""
     if threading.current_thread() is threading.main_thread():

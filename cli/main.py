@@ -120,6 +120,15 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument(
         "--adversaries", action="store_true", help="also run every cheating strategy: each must score <= 0.2"
     )
+    validate.add_argument(
+        "-j",
+        "--jobs",
+        type=positive,
+        default=default_parallelism(),
+        help=f"episodes at a time (default here: {default_parallelism()}, from cores and free memory)",
+    )
+    validate.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+    docker_host_option(validate)
 
     export = sub.add_parser("export", help="write scenarios x seeds as task directories of another harness")
     export.add_argument("out", type=Path, help="output directory (one task directory per scenario x seed)")

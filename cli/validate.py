@@ -3,59 +3,100 @@
 from __future__ import annotations
 
 import argparse
+import threading
 import time
 
 from rich.console import Console
 from rich.markup import escape
 
 from fixos.adversaries import outcome, validate_adversaries
-from fixos.bench import default_parallelism
-from fixos.cli.common import engine, images
+from fixos.bench import Bench, Events, Job, Plan
+from fixos.cli.common import engines
+from fixos.cli.episodes import ctrl_c_stops
 from fixos.episodes import new_run_id
+from fixos.records.failures import Failure
+from fixos.records.models import EpisodeRecord
+from fixos.records.rundir import RunDir
 from fixos.scenarios.catalog import load_catalog, select
 from fixos.stack.leftovers import remove_labelled
-from fixos.stack.pool import HostPool
-from fixos.validate import Validation, agents_for, meets, validate
+from fixos.validate import Validation, agents_for, meets
 from fixos.view import validation_table
 
 
+class RowPrinter(Events):
+    """Says each scenario x seed's outcome as soon as its last agent's episode is in."""
+
+    def __init__(self, console: Console, jobs: list[Job]) -> None:
+        self._console = console
+        self._lock = threading.Lock()
+        self.rows: dict[tuple[str, int], Validation] = {}
+        self._wanted: dict[tuple[str, int], int] = {}
+        for job in jobs:
+            key = (job.scenario, job.seed)
+            self.rows.setdefault(key, Validation(job.scenario, job.seed))
+            self._wanted[key] = self._wanted.get(key, 0) + 1
+
+    def complete(self, row: Validation) -> bool:
+        return len(row.records) == self._wanted[(row.scenario, row.seed)]
+
+    def finished(self, record: EpisodeRecord, retried: bool) -> None:
+        key = (record.scenario, record.seed)
+        with self._lock:
+            row = self.rows[key]
+            row.records[record.agent] = record
+            if not self.complete(row):
+                return
+            failed = [f"{a}: {r.error or r.reward}" for a, r in row.records.items() if not meets(a, r)]
+            self._console.print(
+                f"{row.scenario} seed {row.seed}: "
+                + ("ok" if row.ok else "FAILED " + escape("; ".join(failed))),
+                highlight=False,
+            )
+
+    def retrying(self, job: Job, failure: Failure) -> None:
+        with self._lock:
+            why = escape(failure.detail[:120])
+            said = f"{job.episode_id}: the harness failed ({why}); once more on new hosts"
+            self._console.print(said, highlight=False)
+
+
 def cmd_validate(args: argparse.Namespace, console: Console) -> int:
-    scenarios = select(load_catalog(args.scenario_dir), args.scenarios)
+    catalog = load_catalog(args.scenario_dir)
+    scenarios = select(catalog, args.scenarios)
     per_seed = sum(len(agents_for(s)) for s in scenarios)
     seeds = args.seeds.within(per_seed, args.max_episodes)
-    client = engine(console)
-    tags = images(client, scenarios, console)
-    run_id = new_run_id()
+    ctrl_c_stops()
+    found = engines(args.docker_host, scenarios, console)
     started = time.monotonic()
-    rows: list[Validation] = []
-    planned = [s.hosts for s in scenarios for _ in seeds for _ in agents_for(s)]
-    # One warm spare: the next episode's host boots while this one runs.
-    pool = HostPool(client, tags, run_id=run_id, size=1, planned=planned)
-    try:
-        for scenario in scenarios:
-            for seed in seeds:
-                row = validate(scenario, seed, client=client, images=tags, run_id=run_id, pool=pool)
-                rows.append(row)
-                failed = [f"{a}: {r.error or r.reward}" for a, r in row.records.items() if not meets(a, r)]
-                console.print(
-                    f"{scenario.id} seed {seed}: "
-                    + ("ok" if row.ok else "FAILED " + escape("; ".join(failed))),
-                    highlight=False,
-                )
-        adversaries, held = ([], True)
-        if args.adversaries:  # each strategy x scenario it applies to must score <= 0.2
+    # The episodes of a validation are a bench's: side by side on warm hosts, each made
+    # durable in a run directory as it ends (its transcript shows why one failed), one
+    # more run on new hosts when the harness failed it, and nothing left on Ctrl-C.
+    jobs = [Job(s.id, seed, agent) for s in scenarios for seed in seeds for agent in agents_for(s)]
+    plan = Plan(scenarios=[s.id for s in scenarios], seeds=seeds, agents=sorted({j.agent for j in jobs}))
+    run = RunDir(args.results, new_run_id())
+    printer = RowPrinter(console, jobs)
+    bench = Bench(plan, run, catalog, engines=found, parallel=args.jobs, events=printer)
+    console.print(
+        f"validation {run.run_id}: {len(jobs)} episode(s), {args.jobs} at a time; results in {run.path}",
+        highlight=False,
+    )
+    bench.execute(jobs)
+    rows = list(printer.rows.values())
+    adversaries, held = ([], True)
+    if args.adversaries:  # each strategy x scenario it applies to must score <= 0.2
+        first = found[0]
+        try:
             adversaries, held = validate_adversaries(
                 scenarios,
                 seeds,
-                client=client,
-                images=tags,
-                run_id=run_id,
-                parallel=default_parallelism(),
+                client=first.client,
+                images=first.images,
+                run_id=run.run_id,
+                parallel=args.jobs,
                 on_record=lambda case, r: console.print(f"{case.agent} on {case.scenario}: {outcome(r)}"),
             )
-    finally:
-        pool.close()
-        remove_labelled(client, run_id=run_id)
+        finally:
+            remove_labelled(first.client, run_id=run.run_id)
     console.print(validation_table(rows), *adversaries)
     console.print(f"{len(rows)} scenario x seed validations in {time.monotonic() - started:.1f}s")
-    return 0 if all(r.ok for r in rows) and held else 1
+    return 0 if all(printer.complete(r) and r.ok for r in rows) and held else 1

@@ -16,6 +16,7 @@ import json
 import queue
 import secrets
 import threading
+import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -24,7 +25,11 @@ import docker
 
 from fixos.core.errors import StackError
 from fixos.scenarios.schema import HostSpec
+from fixos.shells.stopping import check_stop
 from fixos.stack.hosts import BOOT_TIMEOUT, Stack
+
+STOP_POLL = 0.25
+"""seconds between looks at the bench's stop while a take waits for a spare."""
 
 Shape = tuple[str, ...]
 """what makes two stacks interchangeable: their host specs, serialised."""
@@ -105,10 +110,14 @@ class HostPool:
             self._waiting[shape] += 1
             self._lock.notify_all()
             try:
-                ok = self._lock.wait_for(
-                    lambda: self._ready[shape] or self._failures[shape] or self._closed,
-                    timeout=2 * BOOT_TIMEOUT,
-                )
+                deadline = time.monotonic() + 2 * BOOT_TIMEOUT
+                while not (ok := bool(self._ready[shape] or self._failures[shape] or self._closed)):
+                    # a bench stopping (Ctrl-C) does not wait out a spare's boot
+                    check_stop()
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._lock.wait(min(left, STOP_POLL))
                 if self._closed:
                     raise StackError("the host pool is closed")
                 if not ok:

@@ -30,6 +30,7 @@ from fixos.core.registry import Registry
 from fixos.injector import FAULTS
 from fixos.injector.base import Fault, FaultParams, inject_all
 from fixos.injector.conflicts import claims_of, conflict, declares_claims
+from fixos.records.rundir import RunDir
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.schema import HostSpec, parse_scenario
 from fixos.shells.base import Shell
@@ -268,6 +269,10 @@ def test_validate_accepts_the_held_out_triple_from_a_scenario_dir(tmp_path: Path
             "held_out",
             "--seeds",
             "2",
+            "-j",
+            "2",
+            "--results",
+            str(tmp_path / "results"),
         ],
         capture_output=True,
         text=True,
@@ -275,3 +280,7 @@ def test_validate_accepts_the_held_out_triple_from_a_scenario_dir(tmp_path: Path
         cwd=ROOT,
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    # side by side (-j 2), each episode made durable in the validation's run directory
+    [run_dir] = (tmp_path / "results").iterdir()
+    records = RunDir(tmp_path / "results", run_dir.name).records()
+    assert sorted(r.agent for r in records) == ["nop", "oracle", "partial"]

@@ -172,6 +172,35 @@ def test_a_signal_ends_a_run_waiting_for_an_external_agent(client, images, tmp_p
     assert "interrupted, not scored" in shown.export_text()
 
 
+@pytest.mark.live
+def test_ctrl_c_ends_a_parallel_validation_and_leaves_nothing(client, images, tmp_path) -> None:
+    """`fixos validate -j 2` runs its episodes as a bench does: Ctrl-C mid-episode ends it,
+    exit 130, every container of the run removed."""
+    proc = start_fixos("validate", "easy_1", "--seeds", "1", "-j", "2", "--results", str(tmp_path))
+    try:
+        lines = _read_until(proc, "at a time; results in", timeout=180)
+        run_id = next(p.name for p in tmp_path.iterdir() if p.is_dir())
+        deadline = time.monotonic() + 120
+        while not labelled(client, run_id) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert labelled(client, run_id), "the episodes' hosts are up"
+        time.sleep(2.0)  # into the episodes: resets, agents at work
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    time.sleep(0.2)
+    assert proc.returncode == 130, "".join(lines)
+    # A take waiting for a spare stops at once (stack.pool); a reset's check already
+    # running in the hosts ends with its command (timeouts of 10-20 s; NOTES)
+    assert took < 45, f"{took:.1f}s to stop"
+    assert labelled(client, run_id) == []
+
+
 def test_a_retry_says_what_failed_and_that_the_host_is_fresh(tmp_path: Path, monkeypatch) -> None:
     outcomes = [Failure(kind=FailureKind.boot_failed, detail="host web did not answer in 60s"), None]
 

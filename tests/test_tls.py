@@ -53,9 +53,21 @@ def _until(check: Any, probe: Probe, baseline: Any, passed: bool, timeout: float
         time.sleep(0.2)
 
 
+def _healthy_baseline(check: Any, probe: Probe, timeout: float = 15.0) -> Any:
+    """The healthy site's baseline, its page recorded: the previous case's revert may still
+    be reloading nginx, or a loaded machine may drop one fetch (the snapshot then records
+    no page, which the harness's healthy gate refuses; a test has no gate, so it waits)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        baseline = check.refine(probe, check.snapshot(probe))
+        if baseline["page"] or time.monotonic() > deadline:
+            return baseline
+        time.sleep(0.2)
+
+
 def test_healthy_host_verifies_against_the_episode_ca_and_no_other(web: LiveHost):
     check, probe = TLS_VALID(TLS_VALID.Params()), _probe(web)
-    baseline = check.refine(probe, check.snapshot(probe))
+    baseline = _healthy_baseline(check, probe)
     assert baseline["ca"] == web.tls.ca_pem
     assert baseline["page"], "the healthy site's page was not recorded over https"
     healthy = check.evaluate(probe, baseline)
@@ -91,7 +103,8 @@ FAULT_CASES = [
 )
 def test_each_fault_breaks_tls_valid_and_its_revert_restores_it(web: LiveHost, fault_type, variant, evidence):
     check, probe = TLS_VALID(TLS_VALID.Params()), _probe(web)
-    baseline = check.refine(probe, check.snapshot(probe))
+    baseline = _healthy_baseline(check, probe)
+    assert baseline["page"], "the healthy site's page was not recorded over https"
     cls = FAULTS.get(fault_type)
     fault = cls(cls.Params())
     with web.shell(default_timeout=30) as shell:

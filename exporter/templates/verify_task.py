@@ -49,23 +49,30 @@ class LocalShell:
     """Each command in a fresh bash with a clean environment, killed at its timeout."""
 
     def run(self, command: str, timeout: float | None = None) -> CommandResult:
+        return self._spawn(command, timeout)
+
+    def _spawn(self, command: str, timeout: float | None, own_errors: bool = False) -> CommandResult:
+        """``command`` in bash, stderr with stdout as a terminal shows them; ``own_errors``:
+        stderr is the launcher's own (ssh's), kept out of the output unless it failed (255)."""
         started = time.monotonic()
         proc = subprocess.Popen(
             ["bash", "--noprofile", "--norc", "-c", command],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stderr=subprocess.PIPE if own_errors else subprocess.STDOUT,
             env=CLEAN_ENV,
             cwd="/root",
             start_new_session=True,
         )
         try:
-            out, _ = proc.communicate(timeout=timeout or 30)
+            out, err = proc.communicate(timeout=timeout or 30)
             code, timed_out = proc.returncode, False
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate()
+            out, err = proc.communicate()
             code, timed_out = 124, True
+        if own_errors and code == 255 and err:
+            out += err
         text = out[:OUTPUT_LIMIT].decode("utf-8", "replace")
         return CommandResult(
             command, text, code, time.monotonic() - started, timed_out, len(out) > OUTPUT_LIMIT
@@ -83,9 +90,15 @@ class PeerShell(LocalShell):
 
     def run(self, command: str, timeout: float | None = None) -> CommandResult:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in CLEAN_ENV.items())
-        remote = f"cd /root && env -i {env} bash --noprofile --norc -c {shlex.quote(command)}"
-        ssh = f"ssh -o BatchMode=yes -o ConnectTimeout=5 {shlex.quote(self.host)} {shlex.quote(remote)}"
-        return dataclasses.replace(super().run(ssh, timeout), command=command)
+        # The command's stderr joins its stdout on the peer; what ssh itself says (a race
+        # of parallel checks over known_hosts, a warning) stays out of what checks parse:
+        # testinfra's `ss` parser once choked on it. UpdateHostKeys=no: no such race.
+        remote = f"cd /root && env -i {env} bash --noprofile --norc -c {shlex.quote(command)} 2>&1"
+        ssh = (
+            "ssh -o BatchMode=yes -o ConnectTimeout=5 -o UpdateHostKeys=no "
+            f"{shlex.quote(self.host)} {shlex.quote(remote)}"
+        )
+        return dataclasses.replace(self._spawn(ssh, timeout, own_errors=True), command=command)
 
 
 class PeerAccess:
