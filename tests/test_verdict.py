@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from typing import Any
 
 from fixos.core.models import CheckResult, HttpResponse, Outcome
 from fixos.core.registry import Registry
@@ -209,8 +210,10 @@ def test_the_final_verdict_counts_only_what_is_busy_in_two_samples():
 class SlowSite:
     """A real HTTP server on loopback whose first ``slow`` answers take ``delay`` s."""
 
-    def __init__(self, slow: int, delay: float) -> None:
+    def __init__(self, slow: int, delay: float, tls: Any = None) -> None:
+        """``tls``: (certificate file, key file) to serve HTTPS with instead."""
         import http.server
+        import ssl
         import threading
 
         site = self
@@ -232,6 +235,10 @@ class SlowSite:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.name = "web"
 
@@ -273,3 +280,27 @@ def test_a_slow_page_is_asked_again_in_a_final_verdict_only():
     )
     assert not check.evaluate(probe(refused), None).passed
     assert asked == [FIRST_WAIT]
+
+
+def test_a_slow_https_page_is_asked_again_in_a_final_verdict_only(tmp_path):
+    """tls_valid is as patient as http_page: a 6 s answer passes on the second ask."""
+    from fixos.stack.tls import SITE_NAME, TLS_DIR, EpisodeCA, SiteTls, site_files
+    from fixos.verifier.tls import TlsValid
+
+    ca = EpisodeCA("slow")
+    files, _ = site_files(ca)
+    for name in ("shop.crt", "shop.key"):
+        (tmp_path / name).write_bytes(files[f"{TLS_DIR}/{name}"][0])
+    site = SlowSite(slow=1, delay=6.0, tls=(tmp_path / "shop.crt", tmp_path / "shop.key"))
+    site.tls = SiteTls(SITE_NAME, ca.pem(), site.server.server_address[:2], "")  # type: ignore[attr-defined]
+    check = TlsValid(TlsValid.Params(same_as_healthy=False))
+    baseline = {"ca": ca.pem(), "page": None}
+    try:
+        outcome = check.evaluate(probe(site), baseline)  # type: ignore[arg-type]
+        assert outcome.passed and site.asked == 2, outcome.detail
+        site.asked = 0
+        quick = Probe(host=None, shell=FakeShell(lambda c: ""), access=site, patient=False)  # type: ignore[arg-type]
+        outcome = check.evaluate(quick, baseline)
+        assert not outcome.passed and "no answer" in outcome.detail and site.asked == 1, outcome.detail
+    finally:
+        site.close()
