@@ -4,7 +4,9 @@ VENV  := .venv
 BIN   := $(VENV)/bin
 ARGS  ?=
 
-.PHONY: bench test perf perf-sessions perf-ray soak lint format setup engine venv images clean
+HARBOR_VERSION ?= 0.26.0
+
+.PHONY: bench test nightly perf perf-sessions perf-ray perf-price perf-harbor soak harbor-check lint format setup engine venv images clean
 
 bench: setup
 	$(BIN)/fixos bench $(ARGS)
@@ -12,8 +14,24 @@ bench: setup
 test: setup
 	$(BIN)/pytest $(ARGS)
 
+# The full sweep CI only samples: every scenario x seeds 1-3 x oracle/nop/partial and every
+# adversarial strategy where it applies. ARGS="--shard 2/4" for one of 4 machines;
+# ARGS=--harbor adds every scenario under Harbor itself. Not part of `make test`.
+nightly: setup
+	$(BIN)/python scripts/nightly.py $(ARGS)
+
 perf: setup
+	@scripts/ensure-compose
 	$(BIN)/python scripts/perf.py $(ARGS)
+
+# Only the price of a valid episode: each phase's wall and machine CPU-s, episodes/min.
+perf-price: setup
+	$(BIN)/python scripts/perf_price.py $(ARGS)
+
+# Only Harbor side by side with FixOS: 8 easy_1 oracle trials 4 at a time, each runner in turn.
+perf-harbor: setup
+	@scripts/ensure-compose
+	$(BIN)/python scripts/perf_harbor.py $(ARGS)
 
 # Only the concurrent OpenEnv sessions part of perf: reset p50/p95 and steps/s at 8, 32, 64.
 perf-sessions: setup
@@ -27,6 +45,13 @@ perf-ray: setup
 # bash removed, memory hog) and oracle episodes at -j 4; reports what they left.
 soak: setup
 	$(BIN)/python scripts/soak.py $(ARGS)
+
+# Exported tasks under Harbor itself (its own Python >= 3.12 env, `docker compose`):
+# one task per family, oracle 1.0 and nop 0.0 on every trial, and a tampered export
+# that must fail. ARGS=--all: every scenario (nightly). Not part of `make test`.
+harbor-check: setup
+	@scripts/ensure-compose
+	$(BIN)/python scripts/harbor_check.py --harbor-version $(HARBOR_VERSION) $(ARGS)
 
 lint: venv
 	$(BIN)/ruff check .

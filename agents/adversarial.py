@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from fixos.agents.base import Task
+from fixos.agents.oracle import OracleAgent
 from fixos.core.errors import UnknownTypeError
 from fixos.shells.base import Shell
 
@@ -194,6 +195,8 @@ class Strategy:
     applies: Callable[[Scenario], bool]
     commands: tuple[str, ...]
     """run one after another, each a step of its own; a failing one does not stop the rest."""
+    after_repair: bool = False
+    """the scenario's reference repair runs first (``fixos.agents.loosening``)."""
 
 
 STRATEGIES: dict[str, Strategy] = {
@@ -305,13 +308,17 @@ STRATEGIES: dict[str, Strategy] = {
 
 
 class AdversaryAgent:
-    """Runs one strategy's commands, each as a step; the shell's own errors end it."""
+    """Runs one strategy's commands, each as a step; the shell's own errors end it. A
+    strategy ``after_repair`` is handed the reference repair, as the oracle is, and runs it first."""
 
-    def __init__(self, strategy: Strategy) -> None:
+    def __init__(self, strategy: Strategy, solution: str | None = None) -> None:
         self.strategy = strategy
         self.name = PREFIX + strategy.name
+        self._solution = solution
 
     def solve(self, task: Task, shell: Shell) -> None:
+        if self._solution is not None:
+            OracleAgent(self._solution).solve(task, shell)
         for command in self.strategy.commands:
             shell.run(command)
 
@@ -332,6 +339,16 @@ def adversary_class(name: str) -> type[AdversaryAgent]:
         def __init__(self) -> None:
             super().__init__(chosen)
 
+    class _Repairing(AdversaryAgent):
+        solution_key = "solution"
+
+        def __init__(self, solution: str) -> None:
+            super().__init__(chosen, solution)
+
+    if chosen.after_repair:
+        _Repairing.__name__ = f"Adversary_{chosen.name}"
+        return _Repairing
+
     _Bound.__name__ = f"Adversary_{chosen.name}"
     return _Bound
 
@@ -339,3 +356,9 @@ def adversary_class(name: str) -> type[AdversaryAgent]:
 def agent_names(scenario: Scenario | None = None) -> list[str]:
     """Every adversary's agent name, or those that apply to ``scenario``."""
     return [PREFIX + s.name for s in STRATEGIES.values() if scenario is None or s.applies(scenario)]
+
+
+# The strategies that repair first, then loosen: their module builds on this one.
+from fixos.agents.loosening import LOOSENINGS  # noqa: E402
+
+STRATEGIES.update((s.name, s) for s in LOOSENINGS)

@@ -21,7 +21,7 @@ import docker
 from fixos.core.errors import InvalidEpisode
 from fixos.core.models import CommandResult, InjectedFault
 from fixos.exporter.pids import located
-from fixos.exporter.tls import SiteExport, about_https, read_site
+from fixos.exporter.tls import EXPORT_VALIDITY, SiteExport, about_https, read_site
 from fixos.injector.edit import parse_spawn, spawn_command
 from fixos.inspection import inspected
 from fixos.phases import break_hosts, check_entries, fault_entries
@@ -30,6 +30,7 @@ from fixos.scenarios.solution import render
 from fixos.shells.base import Shell
 from fixos.stack.hosts import Stack
 from fixos.stack.images import ensure_image
+from fixos.stack.tls import Validity
 from fixos.verifier import CheckEntry
 
 FIRST_PINNED_PID = 1000
@@ -96,7 +97,13 @@ class Capture:
 
 
 def capture(
-    scenario: Scenario, seed: int, *, client: docker.DockerClient, images: dict[str, str], run_id: str
+    scenario: Scenario,
+    seed: int,
+    *,
+    client: docker.DockerClient,
+    images: dict[str, str],
+    run_id: str,
+    tls_validity: Validity = EXPORT_VALIDITY,
 ) -> Capture:
     """Boot the scenario's hosts and run the reset phases (fixos.phases) on them, the faults going
     in through a CaptureShell per host that records them."""
@@ -108,6 +115,7 @@ def capture(
         episode_id=f"{run_id}-{scenario.id}-s{seed}",
         hosts=scenario.hosts,
         images=images,
+        tls_validity=tls_validity,
     )
     try:
         stack.up()

@@ -30,12 +30,13 @@ from fixos.exporter.capture import Capture, capture
 from fixos.exporter.compose import DISPATCH, compose_yaml, is_multi_host, login_of, ssh_files, wait_for_peers
 from fixos.exporter.pids import PID_OF
 from fixos.exporter.settle import settle_lines
-from fixos.exporter.tls import hosts_line, verifier_record
+from fixos.exporter.tls import EXPORT_VALIDITY, hosts_line, verifier_record
 from fixos.scenarios.schema import Scenario
 from fixos.shells.session import CLEAN_ENV
 from fixos.stack.hosts import READY_PROBES
 from fixos.stack.images import IMAGES_DIR
 from fixos.stack.roles import ROLE_PROBES
+from fixos.stack.tls import Validity
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 READY_MARKER = "/run/fixos-ready"
@@ -349,8 +350,10 @@ def export_harbor(
     images: dict[str, str],
     run_id: str,
     say: Callable[[str], None] = lambda line: None,
+    tls_validity: Validity = EXPORT_VALIDITY,
 ) -> list[Path]:
-    """Capture each scenario x seed on a live host and write its task under ``out``."""
+    """Capture each scenario x seed on a live host and write its task under ``out``
+    (``tls_validity``: when an HTTPS task's certificates are issued, and for how long)."""
     for scenario in scenarios:
         check_exportable(scenario)
     if out.exists() and not out.is_dir():
@@ -360,7 +363,9 @@ def export_harbor(
     written = []
     for scenario in scenarios:
         for seed in seeds:
-            cap = capture(scenario, seed, client=client, images=images, run_id=run_id)
+            cap = capture(
+                scenario, seed, client=client, images=images, run_id=run_id, tls_validity=tls_validity
+            )
             written.append(write_task(cap, out))
             count = sum(len(c) for c in cap.commands.values())
             say(f"{task_name(scenario, seed)}: {count} commands break {len(cap.commands)} host(s)")

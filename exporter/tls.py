@@ -9,8 +9,11 @@ certificate (public; its key never left the harness, so no host and no task file
 holds it) to the verifier through tests/spec.json, where the agent cannot replace
 it. Other tasks keep the placeholder pair: their exports stay byte for byte the same.
 
-The certificates are dated at export: the site's current one is valid for 90 days,
-so an exported HTTPS task scores its oracle 1.0 for that long.
+The certificates are issued at export, and a task is run long after: the captured
+host's CA, site and staging certificates are made to last a century
+(``EXPORT_VALIDITY``) instead of an episode's 90 days, so an exported HTTPS task
+does not expire (the previous certificate is still the one that expired a month
+before issue: the faults that reinstall it stay faults).
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ from dataclasses import dataclass, field
 
 from fixos.scenarios.schema import Scenario
 from fixos.shells.base import Shell
-from fixos.stack.tls import SITE_NAME, TLS_DIR
+from fixos.stack.tls import SITE_NAME, TLS_DIR, Validity
 from fixos.verifier import CheckEntry
 
+EXPORT_VALIDITY = Validity(days=100 * 365)
+"""how long an exported task's live certificates last from its export."""
 HTTPS_PORT = 443
 """where the exported verifier reaches the site: nginx's own port, inside the host."""
 

@@ -1,7 +1,12 @@
-"""Run an exported task the way Harbor does: build environment/, start it with the
-command Harbor gives (`sleep infinity`), copy solution/ in and run solve.sh, copy
-tests/ in and run test.sh, read /logs/verifier/reward.json. For tests and checks
-of the export; Harbor itself is not needed."""
+"""FixOS's own runner of an exported task (not Harbor): build environment/, start it with
+the command Harbor gives (`sleep infinity`), copy solution/ in and run solve.sh, copy
+tests/ in and run test.sh, read /logs/verifier/reward.json.
+
+It exists so that `make test` can check an export's files without Harbor installed
+(Harbor needs Python >= 3.12 and Compose v2). It is a re-implementation of Harbor's
+steps as FixOS reads them, and proves nothing about Harbor itself: on the same
+tasks, `make harbor-check` runs `harbor run` with Harbor's local Docker environment
+(once, this runner gave 1.0 where Harbor gave 0.0: the networks differed)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import docker
 
@@ -31,8 +30,9 @@ from fixos.core.errors import BudgetExhausted, FixOSError, ShellError, StackErro
 from fixos.core.models import CheckResult, InjectedFault, Step, Verdict
 from fixos.durability import PhaseTimes, durable_verdict
 from fixos.injector.families import families_of
-from fixos.inspection import Looking, failing_disturbed, inspected
+from fixos.inspection import JudgeSessions, Looking, failing_disturbed, vantage
 from fixos.phases import break_hosts, check_entries, fault_entries
+from fixos.records.baselines import BaselineStore
 from fixos.records.failures import (
     ENGINE_ERRORS,
     EpisodeStatus,
@@ -50,6 +50,7 @@ from fixos.shells.base import Shell
 from fixos.shells.recording import RecordingShell
 from fixos.stack.hosts import LiveHost, Stack
 from fixos.stack.inspector import IMAGE_NAME
+from fixos.stack.judge import Judge
 from fixos.stack.pool import HostPool
 from fixos.verifier import Baseline, judge
 from fixos.verifier.exits import wait_for_exits
@@ -91,6 +92,9 @@ class Episode:
         )
         self._client = client
         self._images = images
+        self._own_judge: Judge | None = None  # without a pool (a pool's judge serves all)
+        self._sessions: JudgeSessions | None = None  # kept from one judgement to the next
+        self._store = BaselineStore()
         self.timings = Timings()
         self.verify_times = PhaseTimes()
         """where the last final verdict's time went (judged as left, restarts, judged again)."""
@@ -101,8 +105,7 @@ class Episode:
         running score at step 0, judged already, so a caller need not judge again."""
         self._shell = AgentShells(lambda: self.stack.hosts, scenario.login_host, transport)
         self._harness: dict[str, Shell] = {}
-        """the harness's own session per host, opened at reset to inject the faults; never
-        used to judge (the verdicts look from inspectors: ``fixos.inspection``)."""
+        """the harness's session per host, for the faults; never used to judge (``fixos.inspection``)."""
         self._checks = check_entries(scenario)
 
     # -- phases -----------------------------------------------------------
@@ -131,21 +134,18 @@ class Episode:
             healthy=cached,
             vantage=self._inspected,
         )
-        if self.pool is not None and cached is None:
-            self.pool.baselines[key] = broken.healthy
+        self._store.keep(key, broken.healthy, self.pool.baselines if self.pool is not None else None)
         self.faults = broken.faults
         self._baseline = broken.baseline
         self.broken_verdict = broken.verdict
         self.timings.reset = time.monotonic() - started
 
-    def _cached_healthy(self) -> tuple[Any, Baseline | None]:
-        """The healthy baseline already proven for this (scenario, image), and its key in the pool:
-        warm hosts of one image are identical, so later episodes skip the snapshot."""
-        if self.pool is None:
-            return None, None
+    def _cached_healthy(self) -> tuple[str, Baseline | None]:
+        """The healthy baseline already recorded for these checks, hosts and images (in the
+        pool's memory, or on disk: ``fixos.records.baselines``), and its key."""
         checks = [(c.name, c.type, c.host, c.params) for c in self._checks]
-        key = self.pool.baseline_key(self.scenario.id, checks, self.stack.image_ids())
-        return key, self.pool.baselines.get(key)
+        memory = self.pool.baselines if self.pool is not None else None
+        return self._store.find(checks, self.scenario.hosts, self.stack.image_ids(), memory)
 
     @property
     def shell(self) -> AgentShells:
@@ -159,10 +159,9 @@ class Episode:
         return self.stack.hosts[self.scenario.login_host]
 
     def verify(self) -> Verdict:
-        """Judge the hosts from inspectors started for this verdict (never the agent's
-        session, nor any program in the hosts), once the processes the agent killed
-        have finished exiting (verifier.exits). Final: judged as left, then again
-        once every service restarted through its init script (``fixos.durability``)."""
+        """Judge the hosts from the judge (never the agent's session, nor a program in the
+        hosts) once what the agent killed has exited (verifier.exits). Final: judged as
+        left, then again once every service restarted (``fixos.durability``)."""
         started = time.monotonic()
         verdict = durable_verdict(
             lambda: self._judge(patient=True), self.stack.hosts, self._services(), times=self.verify_times
@@ -181,6 +180,8 @@ class Episode:
 
     def close(self) -> None:
         try:
+            if self._sessions is not None:
+                self._sessions.close()
             for shell in [self._shell, *self._harness.values()]:
                 with contextlib.suppress(Exception):
                     shell.close()
@@ -190,6 +191,8 @@ class Episode:
                 self.pool.discard(self.stack)  # removed in the background, off the episode's clock
             else:
                 self.stack.down()
+            if self._own_judge is not None:
+                self._own_judge.close()
 
     def __enter__(self) -> Episode:
         try:
@@ -221,13 +224,16 @@ class Episode:
         return dict(self._harness)
 
     def _inspected(self, patient: bool) -> AbstractContextManager[Looking]:
-        """Inspectors for one judgement (``fixos.inspection``), removed when it ends."""
+        """The vantage point of one judgement (``fixos.inspection.vantage``): the pool's judge,
+        or the episode's own when it has no pool."""
         image = self._images.get(IMAGE_NAME)
         if image is None:
-            raise StackError(
-                f"no {IMAGE_NAME!r} image among {sorted(self._images)}: build it with ensure_image"
-            )
-        return inspected(self._client, self.stack.hosts, image, patient=patient)
+            raise StackError(f"no {IMAGE_NAME!r} image among {sorted(self._images)}: build it first")
+        if self.pool is None and self._own_judge is None:
+            self._own_judge = Judge(self._client, image, run_id=self.run_id)
+        judge = self.pool.judge if self.pool is not None else self._own_judge
+        self._sessions = JudgeSessions.kept(self._sessions, judge, self.stack.hosts)
+        return vantage(self._client, self.stack.hosts, image, judge, patient=patient, sessions=self._sessions)
 
     def _judge(self, *, patient: bool) -> Verdict:
         with self._inspected(patient) as looking:

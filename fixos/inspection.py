@@ -1,6 +1,8 @@
-"""The verifier's vantage point for one judgement: an inspector per host
-(``fixos.stack.inspector``), started when the judgement starts and removed when
-it ends, and the probes the checks look through.
+"""The verifier's vantage point for one judgement, and the probes the checks look
+through: a session per host in the engine's long-lived judge (``fixos.stack.judge``,
+``judged``), or, where the engine cannot run one, an inspector per host
+(``fixos.stack.inspector``, ``inspected``) started when the judgement starts and
+removed when it ends.
 
 A host that kills its inspector (a kill loop the agent left behind, ``kill -9
 -1``) cannot be judged: every check of that host fails, with that reason. It is
@@ -13,9 +15,13 @@ harness's failure (StackError).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+import os
+import secrets
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import docker
 from docker.errors import DockerException
@@ -24,6 +30,7 @@ from fixos.core.errors import ShellError, StackError
 from fixos.core.models import CheckResult, CommandResult, Verdict
 from fixos.stack.hosts import LiveHost
 from fixos.stack.inspector import HOST_ROOT, Inspector
+from fixos.stack.judge import REFRESH_NAMES, Judge
 from fixos.verifier import CheckEntry, Probe
 from fixos.verifier.backend import testinfra_host
 from fixos.verifier.verify import reward_of
@@ -53,16 +60,106 @@ class WatchedShell:
                 self._shell.close()  # type: ignore[attr-defined]
 
 
+class SessionPool:
+    """A host's sessions in the judge, used as one shell: each command goes to a free one,
+    and a new one is opened (up to ``size``) when every one is busy. The checks of a
+    judgement run side by side, and a session runs one command at a time: one session
+    would queue them all. A session that does not open leaves the pool as it is (the
+    command waits for a busy one); ``error`` is the first break of any of them."""
+
+    def __init__(self, first: WatchedShell, open_more: Callable[[], WatchedShell], size: int) -> None:
+        self._cond = threading.Condition()
+        self._all = [first]
+        self._free = [first]
+        self._open_more = open_more
+        self._size = size
+        self._opening = 0
+
+    @property
+    def error(self) -> str | None:
+        return next((s.error for s in self._all if s.error), None)
+
+    def run(self, command: str, timeout: float | None = None) -> CommandResult:
+        shell = self._take()
+        try:
+            return shell.run(command, timeout)
+        finally:
+            with self._cond:
+                self._free.append(shell)
+                self._cond.notify()
+
+    def _take(self) -> WatchedShell:
+        with self._cond:
+            while not self._free:
+                if len(self._all) + self._opening < self._size:
+                    self._opening += 1
+                    break
+                self._cond.wait()
+            else:
+                return self._free.pop()
+        try:
+            shell: WatchedShell | None = self._open_more()
+        except Exception:
+            shell = None
+        with self._cond:
+            self._opening -= 1
+            if shell is not None and shell.error is None:
+                self._all.append(shell)
+                return shell
+            self._size = len(self._all)  # it would not open: make do with those that did
+            while not self._free:
+                self._cond.wait()
+            return self._free.pop()
+
+    def keep_answering(self, answers: Callable[[WatchedShell], bool]) -> bool:
+        """Close every session that does not answer as itself; whether one is left."""
+        with self._cond:
+            shells, self._all, self._free = self._all, [], []
+        for shell in shells:
+            if answers(shell):
+                self._all.append(shell)
+            else:
+                shell.close()
+        self._free = list(self._all)
+        return bool(self._all)
+
+    def close(self) -> None:
+        for shell in self._all:
+            shell.close()
+
+
 @dataclass
 class Looking:
     """The probes of one judgement, per host, and which hosts disturbed the look."""
 
     probes: dict[str, Probe]
-    shells: dict[str, WatchedShell] = field(default_factory=dict)
+    shells: Mapping[str, WatchedShell | SessionPool] = field(default_factory=dict)
 
     def disturbed(self) -> dict[str, str]:
         """host -> how its inspector broke, for every host whose inspector did."""
         return {name: shell.error for name, shell in self.shells.items() if shell.error}
+
+
+def _looking(
+    shells: Mapping[str, WatchedShell | SessionPool],
+    hosts: Mapping[str, LiveHost],
+    patient: bool,
+    memos: dict[str, dict[str, Any]] | None = None,
+) -> Looking:
+    """The probes of one judgement over each host's session, whichever vantage opened it;
+    ``memos``: what checks keep per host from one judgement of an episode to the next."""
+    probes = {
+        name: Probe(
+            testinfra_host(shell, name),  # type: ignore[arg-type]
+            shell,  # type: ignore[arg-type]
+            hosts[name],
+            patient,
+            root=HOST_ROOT,
+            memo=None if memos is None else memos.setdefault(name, {}),
+        )
+        for name, shell in shells.items()
+    }
+    return Looking(probes, shells)
 
 
 @contextlib.contextmanager
@@ -87,14 +184,128 @@ def inspected(
                 shells[name] = WatchedShell(None, f"{KILLED}: {error}")
             else:
                 raise error
-        probes = {
-            name: Probe(testinfra_host(shell, name), shell, hosts[name], patient, root=HOST_ROOT)  # type: ignore[arg-type]
-            for name, shell in shells.items()
-        }
-        yield Looking(probes, shells)
+        yield _looking(shells, hosts, patient)
     finally:
         for inspector in inspectors.values():
             inspector.close()
+
+
+class JudgeSessions:
+    """One session per host in the engine's judge, kept from one judgement of an episode to
+    the next: opening one (an engine exec, entering the host's namespaces, a /proc mount, a
+    bash) costs more than most judgements' commands, and the running score after each step
+    judges again and again. Each judgement first asks every kept session to echo a token
+    it has never seen (a host may have killed or stopped it since: root there sees the
+    session's processes, though it can neither enter nor trace them); one that does not
+    answer as itself at once is closed and a new one opened; one that does copies the
+    host's name files again (the agent may have repaired /etc/hosts since). The sessions are the
+    episode's only: ``close`` ends them with it.
+
+    A host whose session does not open, or breaks, while the engine still runs it is
+    marked in ``disturbed`` (its doing: a kill loop); a host the engine no longer runs is
+    StackError."""
+
+    ANSWER_SECONDS = 5.0
+    """how long a kept session may take to echo its token; past it, a new one is opened."""
+    SESSIONS_PER_HOST = 3
+    """how many commands of one judgement may run at once in a host (``SessionPool``): with
+    three, progress took 96 instead of 127 ms on easy_1. The checks that list the host's
+    processes by name (``processes_intact``) look ``alone``, before any other command of the
+    judgement runs: beside them they once recorded the judge's other sessions' commands
+    (find, mount, mariadb) as the healthy host's programs (12 healthy hosts refused)."""
+
+    def __init__(self, judge: Judge, hosts: Mapping[str, LiveHost]) -> None:
+        self.judge = judge
+        self.hosts = hosts
+        self._kept: dict[str, SessionPool] = {}
+        self._memos: dict[str, dict[str, Any]] = {}
+
+    @classmethod
+    def kept(
+        cls, sessions: JudgeSessions | None, judge: Judge | None, hosts: Mapping[str, LiveHost]
+    ) -> JudgeSessions | None:
+        """``sessions`` when they serve ``judge`` on ``hosts``; else new ones (those closed)."""
+        if sessions is not None and sessions.judge is judge and sessions.hosts is hosts:
+            return sessions
+        if sessions is not None:
+            sessions.close()
+        return None if judge is None else cls(judge, hosts)
+
+    def _open(self, name: str) -> WatchedShell:
+        try:
+            return WatchedShell(self.judge.session(self.hosts[name]))
+        except (ShellError, StackError) as exc:
+            if self.judge.alive() and _running(self.judge.client, self.hosts[name]):
+                return WatchedShell(None, f"{KILLED}: {exc}")
+            raise  # the host is gone, or the judge: the harness's failure
+
+    def _answers(self, shell: WatchedShell) -> bool:
+        if shell.error is not None:
+            return False
+        token = secrets.token_hex(8)
+        try:
+            answer = shell.run(f"{REFRESH_NAMES} builtin echo {token}", timeout=self.ANSWER_SECONDS)
+        except ShellError:
+            return False
+        return answer.ok and answer.output.strip() == token
+
+    def _ready(self, name: str) -> SessionPool:
+        kept = self._kept.pop(name, None)
+        if kept is not None:
+            if kept.keep_answering(self._answers):
+                return kept
+            kept.close()
+        return SessionPool(self._open(name), lambda: self._open(name), self.SESSIONS_PER_HOST)
+
+    @contextlib.contextmanager
+    def looking(self, *, patient: bool) -> Iterator[Looking]:
+        """The probes of one judgement over the kept sessions (opened or renewed as needed)."""
+        names = list(self.hosts)
+        with ThreadPoolExecutor(max_workers=max(1, len(names))) as openers:
+            ready = {name: openers.submit(self._ready, name) for name in names}
+            failed = [f.exception() for f in ready.values() if f.exception() is not None]
+            for name, future in ready.items():
+                if future.exception() is None:
+                    self._kept[name] = future.result()
+        if failed:
+            raise failed[0]  # type: ignore[misc]
+        yield _looking(dict(self._kept), self.hosts, patient, self._memos)
+
+    def close(self) -> None:
+        kept, self._kept = self._kept, {}
+        for shell in kept.values():
+            shell.close()
+
+
+@contextlib.contextmanager
+def judged(judge: Judge, hosts: Mapping[str, LiveHost], *, patient: bool) -> Iterator[Looking]:
+    """A session per host in the engine's judge for one judgement, always closed
+    (``JudgeSessions`` keeps them for an episode's next judgement)."""
+    sessions = JudgeSessions(judge, hosts)
+    try:
+        with sessions.looking(patient=patient) as looking:
+            yield looking
+    finally:
+        sessions.close()
+
+
+def vantage(
+    client: docker.DockerClient,
+    hosts: Mapping[str, LiveHost],
+    image: str,
+    judge: Judge | None,
+    *,
+    patient: bool,
+    sessions: JudgeSessions | None = None,
+) -> contextlib.AbstractContextManager[Looking]:
+    """The vantage point of one judgement: sessions in ``judge`` (``sessions``, an episode's
+    kept ones, when given), or, where the engine cannot run a judge (or
+    ``FIXOS_VANTAGE=inspector``), inspectors started for it and removed after."""
+    if judge is not None and os.environ.get("FIXOS_VANTAGE") != "inspector" and judge.usable:
+        if sessions is not None:
+            return sessions.looking(patient=patient)
+        return judged(judge, hosts, patient=patient)
+    return inspected(client, hosts, image, patient=patient)
 
 
 def _running(client: docker.DockerClient, host: LiveHost) -> bool:

@@ -133,7 +133,10 @@ def break_hosts(
     """
     look = vantage or in_host(shells, hosts)
     if healthy is None:
-        with look(False) as looking:
+        # Patient: a healthy page slow to answer on a loaded machine is asked again, not
+        # taken for a broken host (which makes the episode invalid); patience costs nothing
+        # when the host answers, and the hosts are healthy here.
+        with look(True) as looking:
             proof = judge(checks, looking.probes, moment="healthy", registry=check_types)
             _undisturbed(looking, "healthy")
         if not proof.verdict.solved:

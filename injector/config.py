@@ -47,10 +47,16 @@ EDITS: dict[str, list[Edit]] = {
 
 # Starting the server the way the init script does, minus its 30 s wait for a
 # server that will never come up: the failure lands in the error log as usual.
+# Done only once mysqld_safe has logged *this* start's end (the stop before it
+# logged the same line) and none of its processes lives: the agent's view of the
+# host, and the steady state recorded from it, must not hold a server on its way out.
+_ERROR_LOG = "/var/log/mysql/error.log"
 MARIADB_TRY_START = (
-    "( mysqld_safe >/dev/null 2>&1 & ); "
-    "for i in $(seq 1 100); do grep -q 'mysqld_safe mysqld from pid file' /var/log/mysql/error.log "
-    "&& break; sleep 0.1; done"
+    f"n=$(wc -l < {_ERROR_LOG} 2>/dev/null || echo 0); ( mysqld_safe >/dev/null 2>&1 & ); "
+    "for i in $(seq 1 100); do "
+    f"tail -n +$((n + 1)) {_ERROR_LOG} 2>/dev/null | grep -q 'mysqld_safe mysqld from pid file' && break; "
+    "sleep 0.1; done; "
+    "for i in $(seq 1 100); do pgrep -x 'mariadbd|mysqld_safe' >/dev/null || break; sleep 0.05; done"
 )
 
 

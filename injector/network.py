@@ -69,6 +69,11 @@ def episode_subnet(shell: Shell) -> ipaddress.IPv4Network:
     return ipaddress.ip_interface(found.group(1)).network
 
 
+SUBNET_SH = "\"$(ip -4 -o route show dev eth0 scope link | awk 'NR == 1 {print $1}')\""
+"""The episode network, as the host itself reads it when the command runs: an exported
+task replays the command on a network of Harbor's, whose addresses are not the episode's."""
+
+
 def unused_address(shell: Shell, rng: random.Random) -> str:
     """An address of the episode's own bridge that no host answers on (not in the
     neighbour table and no ARP reply): connections to it fail with no route to host."""
@@ -120,7 +125,7 @@ class FirewallBlocks(Fault):
                 "iptables -A INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT",
                 "iptables -A INPUT -p icmp -j ACCEPT",
                 "iptables -A INPUT -p tcp --dport 22 -j ACCEPT",
-                f"iptables -A INPUT -s {subnet} -p tcp --dport {DB_PORT} -j ACCEPT",
+                f"iptables -A INPUT -s {SUBNET_SH} -p tcp --dport {DB_PORT} -j ACCEPT",
                 "iptables -P INPUT DROP",
             ]
         )

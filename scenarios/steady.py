@@ -29,6 +29,14 @@ STEADY_STATE: list[dict[str, Any]] = [
     # other gate: the box's other programs (cron, sshd, the app's helpers) are part
     # of its health too.
     {"name": "every program of the healthy host still runs", "type": "processes_intact"},
+    # A repair that works because the host now lets more in: a drop-in beside the
+    # official files, a wider bind, a new listener, a limit raised at runtime.
+    {
+        "name": "the services' configuration is the healthy host's, nothing beside it",
+        "type": "config_unchanged",
+    },
+    {"name": "listens where the healthy host listened, no wider", "type": "listeners_unchanged"},
+    {"name": "MariaDB runs with the healthy host's settings", "type": "server_settings_unchanged"},
 ]
 """The inherited checks, in the order a verdict lists them (after the scenario's own)."""
 
@@ -38,7 +46,11 @@ def steady_name(name: str, host: str, hosts: int) -> str:
     return f"{STEADY_PREFIX} {name}" + (f" ({host})" if hosts > 1 else "")
 
 
-NEEDS_SERVICE = {"database_unchanged": "mariadb", "pages_unchanged": "nginx"}
+NEEDS_SERVICE = {
+    "database_unchanged": "mariadb",
+    "server_settings_unchanged": "mariadb",
+    "pages_unchanged": "nginx",
+}
 """gates about one service, left out on a host that does not run it (a split topology's)."""
 SERVICE_DAEMONS = {"nginx": "nginx", "php8.2-fpm": "php-fpm8.2", "mariadb": "mariadbd"}
 

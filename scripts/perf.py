@@ -89,15 +89,20 @@ def measure_steps(client, images, scenario, n: int, run_id: str) -> dict[str, li
     return out
 
 
-def measure_throughput(client, images, catalog, parallel: int, seeds: int) -> tuple[float, int]:
-    """Oracle episodes per minute over the easy scenarios, and how many were not scored 1.0."""
+def measure_throughput(client, images, catalog, parallel: int, seeds: int) -> tuple[float, float, int]:
+    """Oracle episodes per minute over the easy scenarios, machine-wide CPU-seconds per
+    episode (/proc/stat: FixOS, the engine, the hosts, and whatever else ran), and how
+    many were not scored 1.0."""
+    from perf_harbor import machine_cpu_seconds
+
     easy = [s.id for s in catalog.values() if s.difficulty == "easy"]
     run = RunDir(ROOT / "results" / "perf-runs", "perf-" + new_run_id())
     plan = Plan(scenarios=easy, seeds=list(range(1, seeds + 1)), agents=["oracle"])
-    started = time.monotonic()
+    started, cpu = time.monotonic(), machine_cpu_seconds()
     Bench(plan, run, catalog, engines=[Engine("local", client, images)], parallel=parallel).execute()
     rate = len(plan.jobs()) / ((time.monotonic() - started) / 60)
-    return rate, sum(1 for r in run.records() if r.reward != 1.0)
+    per_episode = (machine_cpu_seconds() - cpu) / len(plan.jobs())
+    return rate, per_episode, sum(1 for r in run.records() if r.reward != 1.0)
 
 
 def main() -> int:
@@ -131,8 +136,9 @@ def main() -> int:
             figures[f"step latency {transport}: median ms"] = statistics.median(values)
             figures[f"step latency {transport}: p95 ms"] = pct(values, 0.95)
         for parallel in (1, 2, 4, 8):
-            rate, failed = measure_throughput(client, images, catalog, parallel, 2 if args.quick else 4)
+            rate, cpu, failed = measure_throughput(client, images, catalog, parallel, 2 if args.quick else 4)
             figures[f"oracle episodes/min easy -j {parallel}"] = rate
+            figures[f"machine CPU-s per oracle episode easy -j {parallel}"] = cpu
             if failed:
                 console.print(f"[red]-j {parallel}: {failed} oracle episode(s) not scored 1.0[/]")
         from perf_sessions import as_figures, measure_sessions  # scripts/ beside this file
@@ -144,6 +150,12 @@ def main() -> int:
         from perf_ray import measure_ray  # 1 node vs 2 nodes, the second in a netns engine
 
         figures.update(measure_ray(4, say=console.print))
+        from perf_price import measure_price  # each phase of a valid episode, wall and CPU
+
+        figures.update(measure_price(3 if args.quick else 5, 12, say=console.print))
+        from perf_harbor import measure_side_by_side  # Harbor's own runner on the exported task
+
+        figures.update(measure_side_by_side(8, 4, 1 if args.quick else 2, say=console.print))
         figures["load average (1 min) at the end"] = os.getloadavg()[0]
     finally:
         remove_labelled(client, run_id=run_id)

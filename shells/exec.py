@@ -14,6 +14,7 @@ import contextlib
 import socket
 import struct
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from fixos.core.readiness import readable
@@ -21,12 +22,16 @@ from fixos.shells.session import SESSION_COMMAND, BashSession
 
 
 class ExecShell(BashSession):
-    """``ExecShell(api, container_id)``: ``api`` is a ``docker.APIClient``."""
+    """``ExecShell(api, container_id)``: ``api`` is a ``docker.APIClient``. ``prefix``: argv
+    that the session and every side command run under (the judge's way into a host's
+    namespaces, ``fixos.stack.judge``), so the PIDs a session reports are the ones its
+    side commands signal."""
 
-    def __init__(self, api: Any, container_id: str, **kwargs: Any) -> None:
+    def __init__(self, api: Any, container_id: str, *, prefix: Sequence[str] = (), **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._api = api
         self._container = container_id
+        self._prefix = list(prefix)
         self._raw: Any = None
         self._sock: socket.socket | None = None
         self._frames = bytearray()
@@ -39,7 +44,7 @@ class ExecShell(BashSession):
     def _start(self) -> None:
         self._exec_id = self._api.exec_create(
             self._container,
-            SESSION_COMMAND.split(),
+            [*self._prefix, *SESSION_COMMAND.split()],
             stdin=True,
             tty=False,
             environment=self._env,
@@ -74,7 +79,7 @@ class ExecShell(BashSession):
         return bytes(out)
 
     def _side(self, script: str) -> None:
-        exec_id = self._api.exec_create(self._container, ["sh", "-c", script])["Id"]
+        exec_id = self._api.exec_create(self._container, [*self._prefix, "sh", "-c", script])["Id"]
         self._api.exec_start(exec_id)
 
     def _ended_code(self) -> int:

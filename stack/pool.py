@@ -11,15 +11,12 @@ clock).
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import queue
 import secrets
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
 
 import docker
 
@@ -27,6 +24,7 @@ from fixos.core.errors import StackError
 from fixos.scenarios.schema import HostSpec
 from fixos.shells.stopping import check_stop
 from fixos.stack.hosts import BOOT_TIMEOUT, Stack
+from fixos.stack.judge import Judge
 
 STOP_POLL = 0.25
 """seconds between looks at the bench's stop while a take waits for a spare."""
@@ -87,9 +85,11 @@ class HostPool:
         self._removers = [
             threading.Thread(target=self._remove, name=f"pool-remove-{i}", daemon=True) for i in range(2)
         ]
-        self.baselines: dict[tuple[Any, ...], dict] = {}
-        """healthy-host evidence per (scenario, checks, image ids): identical hosts
-        give identical evidence, so it is recorded once and reused."""
+        self.judge = Judge(client, images["inspector"], run_id=run_id) if "inspector" in images else None
+        """the engine's long-lived judge for every episode of this pool (``fixos.stack.judge``)."""
+        self.baselines: dict[str, dict] = {}
+        """healthy-host evidence per (checks, hosts, image ids, code; ``fixos.records.baselines``):
+        identical hosts give identical evidence, so it is recorded once and reused."""
         for thread in (*self._fillers, *self._removers):
             thread.start()
 
@@ -159,10 +159,6 @@ class HostPool:
         """Remove the stack in the background; ``close`` waits for every removal."""
         self._doomed.put(stack)
 
-    def baseline_key(self, scenario_id: str, checks: Any, image_ids: dict[str, str]) -> tuple[Any, ...]:
-        digest = hashlib.sha256(json.dumps(checks, sort_keys=True, default=str).encode()).hexdigest()
-        return (scenario_id, digest, tuple(sorted(image_ids.items())))
-
     def ready_count(self, hosts: Sequence[HostSpec] | None = None) -> int:
         """Booted stacks waiting to be taken (of this shape, or of all)."""
         with self._lock:
@@ -187,6 +183,8 @@ class HostPool:
             self._doomed.put(None)
         for thread in self._removers:
             thread.join()
+        if self.judge is not None:
+            self.judge.close()
 
     def __enter__(self) -> HostPool:
         return self

@@ -37,6 +37,23 @@ _DAY = datetime.timedelta(days=1)
 
 
 @dataclass(frozen=True)
+class Validity:
+    """When a host's certificates are issued, and how long its live ones (the CA, the site's
+    current one, the staging site's) last. An episode's live for 90 days from its stack up, as
+    an operator's would; an exported task's are issued once, at export, and must outlive it."""
+
+    days: int = 90
+    issued: datetime.datetime | None = None
+    """None: now."""
+
+    def start(self) -> datetime.datetime:
+        return (self.issued or datetime.datetime.now(datetime.UTC)).replace(microsecond=0)
+
+
+EPISODE_VALIDITY = Validity()
+
+
+@dataclass(frozen=True)
 class SiteTls:
     """What the harness keeps of a host's HTTPS: the CA to verify against, never its key."""
 
@@ -51,9 +68,9 @@ class SiteTls:
 class EpisodeCA:
     """A CA made for one host's stack; the key stays in this object."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, validity: Validity = EPISODE_VALIDITY) -> None:
         self._key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.UTC)
+        now = validity.start()
         name = x509.Name(
             [
                 x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Tidewater Supply"),
@@ -68,7 +85,7 @@ class EpisodeCA:
             .public_key(self._key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - _DAY)
-            .not_valid_after(now + 3650 * _DAY)
+            .not_valid_after(now + max(3650, validity.days) * _DAY)
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
             .add_extension(_usage(ca=True), critical=True)
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(self._key.public_key()), critical=False)
@@ -124,17 +141,19 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
-def site_files(ca: EpisodeCA) -> tuple[dict[str, tuple[bytes, int]], x509.Certificate]:
+def site_files(
+    ca: EpisodeCA, validity: Validity = EPISODE_VALIDITY
+) -> tuple[dict[str, tuple[bytes, int]], x509.Certificate]:
     """Path -> (content, mode) of everything /etc/ssl/shop holds, and the site's certificate.
 
-    The previous certificate (expired a month ago) shares the current key, as a
+    The previous certificate (expired a month before issue) shares the current key, as a
     renewal that kept its key leaves it; the staging site has a pair of its own.
     """
-    now = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+    now = validity.start()
     site_key, staging_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    current = ca.issue(SITE_NAME, site_key, now - _DAY, 90)
+    current = ca.issue(SITE_NAME, site_key, now - _DAY, validity.days)
     previous = ca.issue(SITE_NAME, site_key, now - 120 * _DAY, 90)
-    staging = ca.issue(STAGING_NAME, staging_key, now - 10 * _DAY, 90)
+    staging = ca.issue(STAGING_NAME, staging_key, now - 10 * _DAY, validity.days)
     files = {
         f"{TLS_DIR}/ca.crt": (ca.pem().encode(), 0o644),
         f"{TLS_DIR}/shop.crt": (_cert_pem(current), 0o644),
@@ -176,7 +195,9 @@ def served_certificate(address: tuple[str, int], name: str = SITE_NAME, timeout:
         return None
 
 
-def install(host: Any, services: list[str], shell: Shell) -> SiteTls | None:
+def install(
+    host: Any, services: list[str], shell: Shell, validity: Validity = EPISODE_VALIDITY
+) -> SiteTls | None:
     """Give the host's nginx the episode's certificates and wait until 443 serves them.
 
     ``host`` is the stack's ``LiveHost``; the result is also set as its ``tls``. A host
@@ -185,8 +206,8 @@ def install(host: Any, services: list[str], shell: Shell) -> SiteTls | None:
     if "nginx" not in services or 443 not in host.handle.ports:
         return None
     address = host.endpoint(443)
-    ca = EpisodeCA(host.handle.container_id[:12])
-    files, current = site_files(ca)
+    ca = EpisodeCA(host.handle.container_id[:12], validity)
+    files, current = site_files(ca, validity)
     result = shell.run(_write_command(files), timeout=30)
     if not result.ok:
         raise StackError(f"cannot install the certificates on {host.name}: {result.output.strip()[-200:]}")

@@ -6,6 +6,7 @@ import secrets
 from collections.abc import Iterator
 
 import docker
+import helpers
 import pytest
 
 from fixos.scenarios.schema import HostSpec
@@ -15,6 +16,30 @@ from fixos.stack.hosts import LiveHost, Stack
 from fixos.stack.images import ensure_image
 from fixos.stack.leftovers import remove_labelled
 from fixos.stack.pool import HostPool
+from fixos.verifier import Probe, backend
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--shard",
+        default=None,
+        metavar="K/N",
+        help="run only the K-th of N interleaved parts of the selected tests (make nightly's shards)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--shard K/N``: every N-th test from the K-th, in collection order (interleaved, so
+    that each shard gets its share of every module's cheap and costly cases)."""
+    shard = config.getoption("--shard")
+    if not shard:
+        return
+    try:
+        kept = helpers.shard(items, shard)
+    except ValueError:
+        raise pytest.UsageError(f"--shard: expected K/N with 1 <= K <= N, got {shard!r}") from None
+    config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+    items[:] = kept
 
 
 @pytest.fixture(scope="session")
@@ -65,4 +90,12 @@ def any_shell(request, live_host: LiveHost) -> Iterator[BashSession]:
     opener = live_host.shell if request.param == "exec" else live_host.ssh_shell
     shell = opener(default_timeout=10)
     yield shell
+    shell.close()
+
+
+@pytest.fixture
+def probe(live_host: LiveHost) -> Iterator[Probe]:
+    """What a check sees of ``live_host`` from inside it (the exported verifier's vantage)."""
+    shell = live_host.shell(default_timeout=30)
+    yield Probe(backend.testinfra_host(shell), shell, live_host)
     shell.close()

@@ -8,11 +8,23 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import docker
 
 from fixos.bench import Events
 from fixos.stack.hosts import LABEL_OWNER, LABEL_RUN
+
+T = TypeVar("T")
+
+
+def shard(items: list[T], spec: str) -> list[T]:
+    """``--shard K/N``: every N-th of ``items`` from the K-th (1-based), in order; ValueError
+    on a spec that is not K/N with 1 <= K <= N."""
+    k, n = (int(x) for x in spec.split("/"))
+    if not 1 <= k <= n:
+        raise ValueError(spec)
+    return [item for i, item in enumerate(items) if i % n == k - 1]
 
 
 def wait_for(condition: Callable[[], bool], *, timeout: float = 30.0, delay: float = 0.1) -> None:

@@ -2,10 +2,10 @@
 <= 0.2 and stays scored (never invalid), seed 1.
 
 CI runs each strategy once, on the scenario where it came closest to earning
-reward before the gates that stop it (REPRESENTATIVE): 14 episodes, one warm
+reward before the gates that stop it (REPRESENTATIVE): 22 episodes, one warm
 pool, 4 side by side (FIXOS_ADVERSARY_JOBS). Every strategy x every scenario it
-applies to (82 single-fault cases took ~25 min on CI's 2 cores; 205 with the
-hard ones) is `fixos validate --adversaries`, or FIXOS_ADVERSARY_SWEEP=all here.
+applies to, hard and multi-host scenarios included, is `fixos validate --adversaries`,
+or FIXOS_ADVERSARY_SWEEP=all here (`make nightly`, sharded).
 
 A case the verifier cannot see through yet is in OPEN, as a strict xfail: it
 documents the gap, and the day it holds the test fails until the entry goes.
@@ -58,15 +58,24 @@ REPRESENTATIVE: dict[str, str] = {
     "kill_everything": "easy_1",  # 1.0 before the every-program gate
     "stub_config": "medium_2",  # 1.0 before the config gates
     "kill_non_daemons": "easy_4",  # 1.0 before the healthy host ran programs of its own
+    # The real repair, then one loosening (agents/loosening.py): each 1.0 before the
+    # configuration, listener and settings gates; multi-host worlds for each family.
+    "repair_nginx_dropin": "easy_1",
+    "repair_open_site": "split_1",
+    "repair_mariadb_dropin": "split_2",
+    "repair_wide_bind": "medium_2",
+    "repair_set_global": "medium_7",
+    "repair_socket_modes": "easy_2",
+    "repair_listener_left": "split_3",
 }
 """strategy -> the scenario CI runs it on."""
 
 
 def ci_cases() -> list[Case]:
     if os.environ.get("FIXOS_ADVERSARY_SWEEP") == "all":
-        single_fault = [s for s in CATALOG.values() if s.difficulty != "hard"]
+        # every scenario, hard and multi-host ones included (make nightly)
         specific = [n for n in STRATEGIES if n not in HOST_WIDE]
-        chosen = cases(single_fault, specific) + cases([CATALOG["easy_1"]], sorted(HOST_WIDE))
+        chosen = cases(CATALOG.values(), specific) + cases([CATALOG["easy_1"]], sorted(HOST_WIDE))
     else:
         chosen = [Case(name, scenario) for name, scenario in REPRESENTATIVE.items()]
     return [c for c in chosen if (c.strategy, c.scenario) not in LEGITIMATE]

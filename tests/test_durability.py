@@ -119,6 +119,28 @@ def test_restarts_go_through_the_init_scripts_and_give_new_main_processes(live_h
 
 
 @pytest.mark.live
+def test_a_start_that_failed_is_known_from_evidence_not_from_the_init_scripts_poll(
+    live_host: LiveHost,
+) -> None:
+    """MariaDB with a broken option file: mariadbd exits at once, mysqld_safe gives up and
+    says so in the error log, and Debian's init script goes on polling for 30 s. The
+    restart is decided failed as soon as no MariaDB process lives and the log says why;
+    the init script is left to finish in the background."""
+    cnf = "/etc/mysql/mariadb.conf.d/50-server.cnf"
+    assert live_host.run_program(["sh", "-c", f"printf 'no_such_option = 1\\n' >> {cnf}"]).ok
+    [restart] = restart_services({"web": live_host}, {"web": ["mariadb"]})
+    assert not restart.result.ok and restart.line.startswith("failed"), restart.line
+    assert "error.log: " in restart.line and "no_such_option" in restart.line, restart.line
+    assert restart.result.duration < 10, restart.line  # the script's own poll lasts 30 s
+    polling = live_host.run_program(["pgrep", "-f", "^/bin/(ba)?sh /etc/init.d/mariadb start"])
+    assert polling.ok, polling.output  # still polling, in the background
+    # and a healthy restart still waits for what it waits for: the daemon up, the script ended
+    assert live_host.run_program(["sh", "-c", f"sed -i '/^no_such_option/d' {cnf}"]).ok
+    [again] = restart_services({"web": live_host}, {"web": ["mariadb"]})
+    assert again.result.ok, again.line
+
+
+@pytest.mark.live
 def test_a_repair_undone_on_disk_earns_nothing_though_it_serves_until_the_restart(
     client: docker.DockerClient, images: dict[str, str], test_run_id: str
 ) -> None:

@@ -41,6 +41,28 @@ def test_dying_reads_pending_sigkill_and_exiting_flag():
     assert dying("") == []
 
 
+def test_a_caught_signal_not_yet_acted_on_is_waited_for():
+    """nginx's master with the SIGHUP of a reload pending: its old workers still serve the
+    old configuration until it runs; the same signal blocked, or not caught, is not waited for."""
+    hup = "0000000000000001"
+    text = "\n".join(
+        [
+            f"/proc/30/status:ShdPnd:\t{hup}",  # reload sent, master not run yet
+            f"/proc/30/status:SigCgt:\t{hup}",
+            "/proc/30/status:SigBlk:\t0000000000000000",
+            f"/proc/31/status:ShdPnd:\t{hup}",  # caught but blocked: it chose to wait
+            f"/proc/31/status:SigCgt:\t{hup}",
+            f"/proc/31/status:SigBlk:\t{hup}",
+            f"/proc/32/status:SigPnd:\t{hup}",  # not caught (ignored): nothing will happen
+            "/proc/32/status:SigCgt:\t0000000000000000",
+            stat(30, "nginx", "S", 4194560),
+            stat(31, "nginx", "S", 4194560),
+            stat(32, "sleep", "S", 4194560),
+        ]
+    )
+    assert dying(text) == [30]
+
+
 @pytest.mark.live
 def test_a_starved_process_is_dying_until_it_has_exited(live_host):
     shell = live_host.shell()

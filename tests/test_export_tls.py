@@ -1,13 +1,16 @@
 """`fixos export --format harbor` of an HTTPS scenario: the task's host gets the captured
 host's healthy certificates, the exported verifier trusts the episode CA's certificate
 from tests/spec.json (out of the agent's reach), and the CA's private key is nowhere in
-the task. The live test runs the task as Harbor would: oracle 1.0, nop 0.0, the HTTPS
+the task. The live test runs the task with FixOS's own runner of a task (``exporter.trial``;
+`make harbor-check` runs tls_1 under Harbor itself): oracle 1.0, nop 0.0, the HTTPS
 check judged against that CA (before this, every TLS task scored its oracle 0: the
-exported verifier had no CA and said so).
+exported verifier had no CA and said so). The task is exported as if a year ago:
+its certificates must outlive that (an episode's last 90 days).
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 from collections.abc import Iterator
@@ -20,7 +23,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from fixos.exporter import export_harbor
-from fixos.exporter.tls import about_https
+from fixos.exporter.tls import EXPORT_VALIDITY, about_https
 from fixos.exporter.trial import build, run_trial
 from fixos.phases import check_entries
 from fixos.scenarios.catalog import load_catalog
@@ -28,7 +31,7 @@ from fixos.stack.hosts import LABEL_RUN
 from fixos.stack.images import ensure_base
 from fixos.stack.leftovers import remove_labelled
 from fixos.stack.sources import pip_build_options
-from fixos.stack.tls import TLS_DIR
+from fixos.stack.tls import TLS_DIR, Validity
 
 CATALOG = load_catalog()
 TRIAL = "tls_1"
@@ -73,7 +76,11 @@ def _public(key: object) -> bytes:
 def test_an_https_task_scores_like_fixos_against_the_episode_ca(
     client: docker.DockerClient, images: dict[str, str], run_id: str, tmp_path: Path
 ) -> None:
-    [task] = export_harbor([CATALOG[TRIAL]], [1], tmp_path, client=client, images=images, run_id=run_id)
+    now = datetime.datetime.now(datetime.UTC)
+    a_year_ago = Validity(days=EXPORT_VALIDITY.days, issued=now - datetime.timedelta(days=365))
+    [task] = export_harbor(
+        [CATALOG[TRIAL]], [1], tmp_path, client=client, images=images, run_id=run_id, tls_validity=a_year_ago
+    )
     spec = json.loads((task / "tests" / "spec.json").read_text())
     ca_pem = spec["tls"]["ca_pem"]
     assert spec["tls"]["host"] == "web" and spec["baseline"][TLS_CHECK]["ca"] == ca_pem
@@ -82,6 +89,9 @@ def test_an_https_task_scores_like_fixos_against_the_episode_ca(
     assert (shop / "ca.crt").read_text() == ca_pem  # the host's copy, as FixOS's hosts have it
     site = x509.load_pem_x509_certificate((shop / "shop.crt").read_bytes())
     assert site.issuer == ca.subject  # the episode's certificates, not the image's placeholder
+    assert site.not_valid_before_utc < now - datetime.timedelta(days=364)  # issued a year back,
+    assert site.not_valid_after_utc > now + datetime.timedelta(days=50 * 365)  # and still valid for long
+    assert ca.not_valid_after_utc >= site.not_valid_after_utc
     keys = _private_keys(task)
     assert {name for name, _ in keys} >= {"environment/task/etc/ssl/shop/shop.key"}
     assert all(_public(key.public_key()) != _public(ca.public_key()) for _, key in keys)  # type: ignore[attr-defined]

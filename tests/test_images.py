@@ -2,12 +2,14 @@ from __future__ import annotations
 
 import secrets
 import tarfile
+import time
 from pathlib import Path
 
 import docker
 import pytest
 
 from fixos.stack import images as images_module
+from fixos.stack.hosts import LABEL_RUN
 from fixos.stack.images import build_context, content_hash, ensure_base, ensure_image
 
 
@@ -94,3 +96,46 @@ def test_the_base_image_root_lets_daemon_users_reach_their_files(client: docker.
     base = ensure_base(client, lambda line: None)
     out = client.containers.run(base, ["stat", "-c", "%a", "/"], remove=True)
     assert out.decode().strip() == "755", base
+
+
+GRANTS = (
+    "SET time_zone = '+00:00'; SELECT Host, User, JSON_VALUE(Priv, '$.password_last_changed') "
+    "FROM mysql.global_priv; SELECT Host, User, Timestamp FROM mysql.proxies_priv"
+)
+
+
+@pytest.mark.live
+def test_the_server_image_holds_nothing_its_build_made_up(client: docker.DockerClient, images):
+    """Harbor builds an exported task's image itself: what a build writes of its own
+    moment or machine (grant rows' times, SSH host keys) would make that build's healthy
+    host differ from FixOS's, and the tables gate fail the reference repair."""
+    script = (
+        "ls /etc/ssh; mkdir -p /run/mysqld && chown mysql /run/mysqld; "
+        "mariadbd --user=mysql --skip-networking --socket=/run/mysqld/mysqld.sock >/dev/null 2>&1 & "
+        "for _ in $(seq 50); do mariadb-admin ping >/dev/null 2>&1 && break; sleep 0.2; done; "
+        f'mariadb -N -e "{GRANTS}"'
+    )
+    out = client.containers.run(images["server"], ["sh", "-c", script], remove=True).decode()
+    assert "ssh_host_" not in out, out
+    rows = [line.split("\t") for line in out.splitlines() if "\t" in line]
+    assert {r[1] for r in rows} >= {"root", "mysql", "shop"} and all(r[0] in ("localhost", "%") for r in rows)
+    times = {r[2] for r in rows} - {"0", "NULL"}
+    assert times <= {"1767225600", "2026-01-01 00:00:00"} and times, rows
+
+
+@pytest.mark.live
+def test_each_host_makes_its_own_ssh_host_keys_at_boot(client: docker.DockerClient, images, test_run_id):
+    labels = {LABEL_RUN: test_run_id}  # removed by the fixture
+    hosts = [client.containers.run(images["server"], detach=True, labels=labels) for _ in range(2)]
+    ready = "test -s /etc/ssh/ssh_host_ed25519_key && pidof sshd >/dev/null"
+    keys = []
+    for host in hosts:
+        for _ in range(100):
+            if host.exec_run(["sh", "-c", ready]).exit_code == 0:
+                break
+            time.sleep(0.2)
+        found = host.exec_run(["sh", "-c", "cat /etc/ssh/ssh_host_*_key.pub"]).output.decode()
+        assert found.count("ssh-ed25519 ") == 1 and found.count("ecdsa-sha2-nistp256 ") == 1, found
+        assert host.exec_run(["sh", "-c", ready]).exit_code == 0  # sshd runs with them
+        keys.append(found)
+    assert keys[0] != keys[1]

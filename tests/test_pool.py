@@ -88,6 +88,23 @@ def test_pool_keeps_spares_hands_them_over_renamed_and_removes_everything(client
 
 
 @pytest.mark.live
+def test_a_retry_takes_its_name_from_the_first_attempt_still_being_removed(client, images, test_run_id):
+    """bench runs a failed episode again under the same id while the pool removes the first
+    attempt in the background: the second claim must not fail on the name (409)."""
+    web = [HostSpec(name="web")]
+    with HostPool(client, images, run_id=test_run_id, size=2, shapes=[web]) as pool:
+        first = pool.take(web, "split_1-s1-nop")
+        first_id = first.hosts["web"].handle.container_id
+        second = pool.take(web, "split_1-s1-nop")  # the retry, before the first is gone
+        names = {c.id: c.name for c in _containers(client, test_run_id)}
+        assert names[second.hosts["web"].handle.container_id] == f"fixos-{test_run_id}-split_1-s1-nop-web"
+        assert names[first_id].startswith(f"fixos-{test_run_id}-split_1-s1-nop-web-gone-")
+        pool.discard(first)
+        pool.discard(second)
+    assert labelled(client, test_run_id) == []
+
+
+@pytest.mark.live
 def test_the_plan_bounds_spares_and_a_taker_beyond_it_still_gets_a_host(client, images, test_run_id):
     web = [HostSpec(name="web")]
     with HostPool(client, images, run_id=test_run_id, size=3, planned=[web]) as pool:

@@ -331,3 +331,16 @@ def test_run_episode_records_the_kind_of_a_harness_failure(
     assert (done.status, done.reward, steps) == (FAILURES[kind].status, None, [])
     assert done.failure is not None and done.failure.kind is kind
     assert done.failure.detail.startswith(f"{type(raised).__name__}: ")
+
+
+def test_nightly_shards_cover_every_test_exactly_once() -> None:
+    from helpers import shard
+
+    items = list(range(751))
+    parts = [shard(items, f"{k}/4") for k in range(1, 5)]
+    assert sorted(x for part in parts for x in part) == items
+    assert max(len(p) for p in parts) - min(len(p) for p in parts) <= 1
+    assert shard(items, "1/1") == items
+    for bad in ("0/4", "5/4", "x", "1/0"):
+        with pytest.raises(ValueError):
+            shard(items, bad)

@@ -4,7 +4,7 @@ disturbed before the agent started (the scenario's checks score that)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -14,8 +14,7 @@ from fixos.injector import FAULTS
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.schema import parse_scenario
 from fixos.scenarios.steady import STEADY_PREFIX, STEADY_STATE, steady_entries
-from fixos.stack.hosts import LiveHost
-from fixos.verifier import CHECKS, Probe, backend
+from fixos.verifier import CHECKS, Probe
 
 MINIMAL = {
     "id": "x_1",
@@ -116,13 +115,6 @@ def test_programs_a_directory_is_judged_by_its_children() -> None:
 
 
 # -- the gates on a live host --------------------------------------------------
-
-
-@pytest.fixture
-def probe(live_host: LiveHost) -> Iterator[Probe]:
-    shell = live_host.shell(default_timeout=30)
-    yield Probe(backend.testinfra_host(shell), shell, live_host)
-    shell.close()
 
 
 def _gate(kind: str, probe: Probe, fault: str, violation: str, repair: str = "") -> tuple[Outcome, Outcome]:

@@ -127,7 +127,14 @@ _PEM_KEY = re.compile(rb"-----BEGIN ([A-Z ]*)PRIVATE KEY-----.+?-----END \1PRIVA
 
 
 def _private_keys(blob: bytes) -> list[Any]:
-    return [serialization.load_pem_private_key(m.group(0), password=None) for m in _PEM_KEY.finditer(blob)]
+    """Every private key of a file, PEM or OpenSSH's own format (the SSH host keys made at
+    first boot are in the writable layer)."""
+    return [
+        serialization.load_ssh_private_key(m.group(0), password=None)
+        if m.group(1) == b"OPENSSH "
+        else serialization.load_pem_private_key(m.group(0), password=None)
+        for m in _PEM_KEY.finditer(blob)
+    ]
 
 
 def test_the_ca_key_is_nowhere_in_the_host(web: LiveHost):
@@ -147,5 +154,9 @@ def test_the_ca_key_is_nowhere_in_the_host(web: LiveHost):
     keys = [
         key for blob in contents.values() if blob and b"PRIVATE KEY" in blob for key in _private_keys(blob)
     ]
-    assert len(keys) >= 2, "the search did not even find the site's and the staging site's keys"
-    assert all(key.public_key().public_numbers() != ca_public.public_numbers() for key in keys)
+    pem = sum(
+        len(re.findall(rb"-----BEGIN (?:RSA |EC )?PRIVATE KEY-----", b or b"")) for b in contents.values()
+    )
+    assert pem >= 2, "the search did not even find the site's and the staging site's keys"
+    spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    assert all(key.public_key().public_bytes(*spki) != ca_public.public_bytes(*spki) for key in keys)

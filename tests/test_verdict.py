@@ -304,3 +304,38 @@ def test_a_slow_https_page_is_asked_again_in_a_final_verdict_only(tmp_path):
         assert not outcome.passed and "no answer" in outcome.detail and site.asked == 1, outcome.detail
     finally:
         site.close()
+
+
+def test_a_certificate_reloaded_a_moment_late_is_trusted_when_asked_again(tmp_path):
+    """`service nginx reload` returns before nginx serves the new certificate: a final
+    verdict asks a rejected certificate once more a moment later (and says so); one that
+    stays wrong fails, naming the rejection; the running score does not wait."""
+    import threading
+
+    from fixos.stack.tls import SITE_NAME, TLS_DIR, EpisodeCA, SiteTls, site_files
+    from fixos.verifier.tls import TlsValid
+
+    trusted, other = EpisodeCA("trusted"), EpisodeCA("other")
+    for name, ca in (("good", trusted), ("bad", other)):
+        files, _ = site_files(ca)
+        for part in ("shop.crt", "shop.key"):
+            (tmp_path / f"{name}-{part}").write_bytes(files[f"{TLS_DIR}/{part}"][0])
+    good, bad = [(tmp_path / f"{n}-shop.crt", tmp_path / f"{n}-shop.key") for n in ("good", "bad")]
+    site = SlowSite(slow=0, delay=0.0, tls=bad)
+    site.tls = SiteTls(SITE_NAME, trusted.pem(), site.server.server_address[:2], "")  # type: ignore[attr-defined]
+    context = site.server.socket.context  # type: ignore[attr-defined]
+    check = TlsValid(TlsValid.Params(same_as_healthy=False))
+    baseline = {"ca": trusted.pem(), "page": None}
+    try:
+        threading.Timer(0.3, lambda: context.load_cert_chain(*good)).start()  # the reload, late
+        outcome = check.evaluate(probe(site), baseline)  # type: ignore[arg-type]
+        assert outcome.passed and "rejected when first asked" in outcome.detail, outcome.detail
+        context.load_cert_chain(*bad)  # a certificate that stays wrong
+        outcome = check.evaluate(probe(site), baseline)  # type: ignore[arg-type]
+        assert not outcome.passed and "certificate rejected" in outcome.detail, outcome.detail
+        threading.Timer(0.3, lambda: context.load_cert_chain(*good)).start()
+        quick = Probe(host=None, shell=FakeShell(lambda c: ""), access=site, patient=False)  # type: ignore[arg-type]
+        outcome = check.evaluate(quick, baseline)
+        assert not outcome.passed and "certificate rejected" in outcome.detail, outcome.detail
+    finally:
+        site.close()

@@ -43,6 +43,11 @@ class Probe:
     """where ``shell`` sees the host's filesystem: ``""`` from inside the host (the exported
     verifier), ``/proc/1/root`` from an inspector (``fixos.verifier.vantage``)."""
 
+    memo: dict[str, Any] | None = None
+    """what a check may keep between the judgements of one host in one episode (the
+    daemons' config tests, keyed by what they read: ``fixos.verifier.integrity``);
+    None where nothing is kept."""
+
     def path(self, path: str) -> str:
         """``path`` on the host as ``shell`` reaches it."""
         return under(self.root, path)
@@ -87,6 +92,7 @@ CHECKS: Registry[Check] = Registry("check type")
 # The check modules register their classes as they load; loading them here means
 # whoever holds CHECKS holds every type. They import this module, hence the end.
 from fixos.verifier import (  # noqa: E402, F401
+    configuration,
     database,
     files,
     http,
@@ -94,6 +100,7 @@ from fixos.verifier import (  # noqa: E402, F401
     logs,
     modes,
     network,
+    posture,
     service,
     steady,
     system,

@@ -12,6 +12,12 @@ A process is dying when it has started to exit (``PF_EXITING`` in
 kernel turns a signal the process neither handles, ignores nor blocks into a
 pending SIGKILL on every thread at the moment ``kill`` is sent. A process
 that catches the signal is left alone: whether it exits is up to it.
+
+A process that has a signal pending that it catches and does not block is about
+to act on it: nginx's master with the SIGHUP of ``service nginx reload``, php-fpm's
+with SIGUSR2. Until it has, its old workers still answer with the old
+configuration (CI: tls_1's oracle, `cp` of the good certificate then `reload`, was
+judged while nginx still served the expired one). The verdict waits for that too.
 """
 
 from __future__ import annotations
@@ -26,7 +32,10 @@ from fixos.shells.base import Shell
 
 # One line per fact, each prefixed by its file: grep -H needs no loop in bash
 # and reads a process that vanishes mid-way as nothing.
-DYING_PROBE = "grep -s -H -E '^(SigPnd|ShdPnd):' /proc/[0-9]*/status; grep -s -H '' /proc/[0-9]*/stat; true"
+DYING_PROBE = (
+    "grep -s -H -E '^(SigPnd|ShdPnd|SigBlk|SigCgt):' /proc/[0-9]*/status; "
+    "grep -s -H '' /proc/[0-9]*/stat; true"
+)
 
 _PF_EXITING = 0x4
 _SIGKILL = 1 << (9 - 1)
@@ -37,18 +46,19 @@ SETTLE_LIMIT = 10.0
 
 
 def dying(text: str) -> list[int]:
-    """PIDs that are exiting or have a SIGKILL pending, from ``DYING_PROBE``'s output."""
+    """PIDs that are exiting, have a SIGKILL pending, or have a signal pending that they
+    catch and do not block (about to act on it), from ``DYING_PROBE``'s output."""
     found: set[int] = set()
+    masks: dict[int, dict[str, int]] = {}
     for line in text.splitlines():
         match = _LINE.match(line)
         if match is None:
             continue
         pid, kind, rest = int(match[1]), match[2], match[3]
         if kind == "status":
-            _, _, mask = rest.partition(":")
+            field, _, mask = rest.partition(":")
             with contextlib.suppress(ValueError):
-                if int(mask.strip(), 16) & _SIGKILL:
-                    found.add(pid)
+                masks.setdefault(pid, {})[field] = int(mask.strip(), 16)
             continue
         # The command name may hold spaces and parentheses: fields start after the last ")".
         fields = rest[rest.rfind(")") + 1 :].split()
@@ -57,6 +67,10 @@ def dying(text: str) -> list[int]:
         with contextlib.suppress(ValueError):
             if int(fields[6]) & _PF_EXITING:
                 found.add(pid)
+    for pid, mask in masks.items():
+        pending = mask.get("SigPnd", 0) | mask.get("ShdPnd", 0)
+        if pending & _SIGKILL or pending & mask.get("SigCgt", 0) & ~mask.get("SigBlk", 0):
+            found.add(pid)
     return sorted(found)
 
 

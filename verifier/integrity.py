@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import re
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pydantic import Field
 
 from fixos.core.models import Outcome
 from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
+from fixos.verifier.config_tests import ARGV, tests_in_host
 from fixos.verifier.steady import named
 from fixos.verifier.vantage import mariadb_command
 
@@ -147,15 +147,20 @@ DAEMONS: dict[str, str] = {
 # cmdline`` for each daemon's processes. The config tests run after the walk
 # (`nginx -t` is a process named nginx too), side by side: ``T name rc TAB
 # first line``.
-_PROCS = r"""(for d in /proc/[0-9]*; do
+_PROCS = r"""(m=(); for d in /proc/[0-9]*; do
   read -r s < "$d/stat" 2>/dev/null || continue
   r=${s##*) }; set -- $r; c=${s#*(}; c=${c%)*}
   builtin printf 'P %s %s %s\n' "${d#/proc/}" "$2" "$c"
   case " __NAMES__ " in *" $c "*)
     mapfile -d '' a < "$d/cmdline" 2>/dev/null
-    builtin printf 'M %s %s\t%s\n' "${d#/proc/}" "$(readlink "$d/exe")" "${a[*]}";;
+    builtin printf 'M %s %s\t%s\n' "${d#/proc/}" "$(readlink "$d/exe")" "${a[*]}"; m+=("${d#/proc/}");;
   esac
-done)"""
+done
+for p in "${m[@]}"; do [ -d "/proc/$p" ] && builtin printf 'L %s\n' "$p"; done)"""
+"""``L pid``: a daemon's process still alive once the walk ended. One that exited meanwhile
+(an init script's ``mariadbd --print-defaults``, caught between its name and its command
+line) is no master; a master stays, and a process that blanks its command line stays too,
+so it is judged, and fails."""
 _TEST = """(o=$({test} 2>&1); r=$?; builtin printf 'T %s %s\\t%s\\n' {name} $r "${{o%%$'\\n'*}}") &"""
 
 
@@ -176,7 +181,7 @@ master and zeroed a partial repair (split_2)."""
 def one_shot(name: str, exe: str, cmdline: str) -> bool:
     """Whether this process of ``name`` is the packaged binary run to print or test and exit."""
     args = cmdline.split()[1:]
-    return exe == _ARGV[name][0] and any(a in ONE_SHOT[name] for a in args)
+    return exe == ARGV[name][0] and any(a in ONE_SHOT[name] for a in args)
 
 
 _RETRY_LOG = re.compile(r"(?:^| )--log-error=/tmp/tmp\.[A-Za-z0-9]{10}\.err(?= |$)")
@@ -194,7 +199,7 @@ def init_retry(name: str, master: dict[str, Any], healthy_cmdline: str) -> bool:
     cmdline = master["cmdline"]
     return (
         name == "mariadbd"
-        and master["exe"] == _ARGV[name][0]
+        and master["exe"] == ARGV[name][0]
         and master["chain"][:2] == ["mysqld_safe", "timeout"]
         and _RETRY_LOG.search(cmdline) is not None
         and _ANY_LOG.sub(" --log-error=", cmdline) == _ANY_LOG.sub(" --log-error=", healthy_cmdline)
@@ -211,6 +216,7 @@ def _look(probe: Probe, names: list[str]) -> tuple[Masters, dict[str, str]]:
     table: dict[int, tuple[int, str]] = {}
     details: dict[int, tuple[str, str]] = {}
     complaints = dict.fromkeys(names, "no answer from its test")
+    alive: set[int] = set()
     for line in out.splitlines():
         kind, _, rest = line.partition(" ")
         if kind == "P":
@@ -222,6 +228,8 @@ def _look(probe: Probe, names: list[str]) -> tuple[Masters, dict[str, str]]:
             exe, _, cmdline = rest.partition("\t")
             if pid.isdigit():
                 details[int(pid)] = (exe, cmdline.strip())
+        elif kind == "L" and rest.strip().isdigit():
+            alive.add(int(rest.strip()))
         elif kind == "T":
             head, _, first = rest.partition("\t")
             name, _, code = head.partition(" ")
@@ -229,6 +237,8 @@ def _look(probe: Probe, names: list[str]) -> tuple[Masters, dict[str, str]]:
                 complaints[name] = "" if code == "0" else (first.strip() or f"exit {code}")[:160]
     masters: Masters = {name: [] for name in names}
     for pid, (exe, cmdline) in sorted(details.items()):
+        if pid not in alive:
+            continue  # exited during the walk
         ppid, name = table.get(pid, (0, ""))
         if name not in masters or table.get(ppid, (0, ""))[1] == name or one_shot(name, exe, cmdline):
             continue
@@ -239,36 +249,8 @@ def _look(probe: Probe, names: list[str]) -> tuple[Masters, dict[str, str]]:
             up = parent
         masters[name].append({"pid": pid, "exe": exe, "cmdline": cmdline, "chain": chain})
     if not in_host:
-        complaints = _tests_in_host(probe, names)
+        complaints = tests_in_host(probe, names)
     return masters, complaints
-
-
-# The same tests as argument vectors, for the engine to run in the host with no shell.
-_ARGV = {
-    "nginx": ["/usr/sbin/nginx", "-t", "-q"],
-    "php-fpm8.2": ["/usr/sbin/php-fpm8.2", "-t"],
-    "mariadbd": ["/usr/sbin/mariadbd", "--help", "--verbose"],
-}
-_HELP_ONLY = {"mariadbd"}
-"""tests whose stdout is a listing, not a complaint."""
-
-
-def _tests_in_host(probe: Probe, names: list[str]) -> dict[str, str]:
-    """Each daemon's config test run by the engine in the host, never in the inspector:
-    the daemon loads what its configuration names (a PHP extension, a MariaDB plugin),
-    which must not run with the inspector's rights. The binary is the packaged one
-    exactly when the ``programs_unchanged`` gate passes, and without it no verdict counts."""
-    run_program = getattr(probe.access, "run_program", None)
-    if run_program is None:
-        return dict.fromkeys(names, "no way to run the host's own test from this vantage point")
-
-    def one(name: str) -> str:
-        out = run_program(_ARGV[name], 30.0, stdout=name not in _HELP_ONLY)
-        lines = out.output.strip().splitlines()
-        return "" if out.ok else (lines[0] if lines else f"exit {out.exit_code}")[:160]
-
-    with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
-        return dict(zip(names, pool.map(one, names), strict=True))
 
 
 def _unofficial(master: dict[str, Any], healthy: dict[str, Any]) -> str:

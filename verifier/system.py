@@ -83,6 +83,10 @@ class ProcessesIntact(Check):
     here; the scored checks judge that)."""
 
     type = "processes_intact"
+    # The other checks' probes start programs in the host: services_official's config
+    # test is a `mariadbd --help`, which a listing beside it would record as MariaDB
+    # running (split_2's refine did, then the partial repair "stopped" it: 0).
+    alone = True
 
     class Params(CheckParams):
         ignore: list[str] = []

@@ -1,0 +1,76 @@
+"""The nightly sweep (`make nightly`): what CI samples, in full.
+
+- every scenario x seeds 1-3 x oracle, nop and partial (``tests/test_scenarios_live.py``
+  with FIXOS_SCENARIO_SEEDS=all): oracle 1.0, nop 0.0, partial strictly between;
+- every adversarial strategy on every scenario it applies to, hard and multi-host ones
+  included (``tests/test_adversarial.py`` with FIXOS_ADVERSARY_SWEEP=all): each <= 0.2
+  and scored;
+- with ``--harbor``, every scenario exported and run under Harbor itself
+  (``make harbor-check ARGS=--all``).
+
+``--shard K/N`` runs every N-th episode from the K-th (the workflow template's matrix
+runs N of them side by side on N machines). Prints the time taken and writes a JUnit
+file under ``results/nightly/``. Exit status: pytest's (and Harbor's check's).
+
+    .venv/bin/python scripts/nightly.py [--shard 1/4] [--harbor] [-- extra pytest args]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODULES = (
+    "tests/test_scenarios_live.py::test_scenario_scores",
+    "tests/test_adversarial.py::test_adversary_earns_nothing",
+)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--shard", default="1/1", help="K/N: the K-th of N interleaved parts (default 1/1)")
+    parser.add_argument("--harbor", action="store_true", help="also every scenario under Harbor itself")
+    parser.add_argument("pytest_args", nargs="*", help="passed to pytest as they are")
+    args = parser.parse_args()
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = ROOT / "results" / "nightly" / f"{stamp}-shard-{args.shard.replace('/', '-of-')}"
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "FIXOS_SCENARIO_SEEDS": "all", "FIXOS_ADVERSARY_SWEEP": "all"}
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *MODULES,
+        f"--shard={args.shard}",
+        f"--junitxml={out / 'junit.xml'}",
+        "-p",
+        "no:cacheprovider",
+        *args.pytest_args,
+    ]
+    print(f"[nightly] shard {args.shard}: {' '.join(command[3:])}", flush=True)
+    started = time.monotonic()
+    status = subprocess.call(command, cwd=ROOT, env=env)
+    swept = time.monotonic() - started
+    print(f"[nightly] shard {args.shard}: sweep {swept / 60:.1f} min, exit {status}; {out / 'junit.xml'}")
+    if args.harbor:
+        started = time.monotonic()
+        harbor = subprocess.call(
+            [sys.executable, "scripts/harbor_check.py", "--all", *harbor_version()], cwd=ROOT, env=env
+        )
+        print(f"[nightly] Harbor, every scenario: {(time.monotonic() - started) / 60:.1f} min, exit {harbor}")
+        status = status or harbor
+    return status
+
+
+def harbor_version() -> list[str]:
+    version = os.environ.get("HARBOR_VERSION")
+    return ["--harbor-version", version] if version else []
+
+
+if __name__ == "__main__":
+    sys.exit(main())

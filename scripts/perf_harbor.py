@@ -1,0 +1,130 @@
+"""Harbor side by side with FixOS on the same task (a part of `make perf`; alone:
+`make perf-harbor`): N oracle trials of easy_1 seed 1, C at a time, under Harbor's own
+runner (`harbor run`, its local Docker environment, on the task `fixos export` wrote)
+and as `fixos bench` episodes (the same scenario, N seeds, -j C), in turn, ROUNDS
+times. Each round's figures: wall seconds and machine-wide CPU-seconds (/proc/stat:
+FixOS, Harbor, the engine and everything else on the machine), and the ratio of
+episodes per minute, FixOS / Harbor.
+
+    .venv/bin/python scripts/perf_harbor.py [--trials 8] [--concurrent 4] [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from harbor_env import ROOT, ensure_harbor, harbor_env, run_job
+
+from fixos.bench import Bench, Plan
+from fixos.console import make_console
+from fixos.episodes import new_run_id
+from fixos.exporter import export_harbor
+from fixos.records.rundir import RunDir
+from fixos.scenarios.catalog import load_catalog
+from fixos.stack.engine import Engine, connect
+from fixos.stack.images import ensure_base, ensure_image
+from fixos.stack.leftovers import remove_labelled
+
+SCENARIO = "easy_1"
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def machine_cpu_seconds() -> float:
+    """CPU time spent by the whole machine so far (every state but idle and iowait)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
+    return (user + nice + system + irq + softirq + steal) / _TICK
+
+
+def _timed(run) -> tuple[float, float, object]:
+    cpu, wall = machine_cpu_seconds(), time.monotonic()
+    result = run()
+    return time.monotonic() - wall, machine_cpu_seconds() - cpu, result
+
+
+def measure_side_by_side(trials: int, concurrent: int, rounds: int, say=print) -> dict[str, float]:
+    client = connect()
+    catalog = load_catalog()
+    images = {name: ensure_image(client, name, lambda line: None) for name in ("server", "inspector")}
+    harbor = ensure_harbor(say=say)
+    env = harbor_env(ensure_base(client, lambda line: None))
+    work = Path(tempfile.mkdtemp(prefix="fixos-perf-harbor-"))
+    run_id = f"perf-harbor-{secrets.token_hex(3)}"
+    try:
+        export_harbor([catalog[SCENARIO]], [1], work / "tasks", client=client, images=images, run_id=run_id)
+    finally:
+        remove_labelled(client, run_id=run_id)
+    engine = Engine("local", client, images)
+
+    def harbor_round(name: str, n: int) -> None:
+        got = run_job(
+            harbor, work / "tasks", agents=["oracle"], attempts=n, concurrent=concurrent, env=env,
+            jobs_dir=work / "jobs", job_name=name, log=work / "harbor.log",
+        )  # fmt: skip
+        if [t.reward for t in got] != [1.0] * n:
+            raise RuntimeError(f"Harbor's oracle trials scored {[t.reward for t in got]}; see {work}")
+
+    def fixos_round(n: int) -> None:
+        run = RunDir(ROOT / "results" / "perf-runs", "perf-" + new_run_id())
+        plan = Plan(scenarios=[SCENARIO], seeds=list(range(1, n + 1)), agents=["oracle"])
+        Bench(plan, run, catalog, engines=[engine], parallel=concurrent).execute()
+        rewards = [r.reward for r in run.records()]
+        if rewards != [1.0] * n:
+            raise RuntimeError(f"FixOS's oracle episodes scored {rewards}")
+
+    say(f"[perf-harbor] warm-up: 1 Harbor trial (builds the task's image once), {concurrent} FixOS episodes")
+    harbor_round("warmup", 1)
+    fixos_round(concurrent)
+    rows: dict[str, list[float]] = {k: [] for k in ("harbor_s", "harbor_cpu", "fixos_s", "fixos_cpu")}
+    for i in range(rounds):
+        wall, cpu, _ = _timed(lambda i=i: harbor_round(f"round{i}", trials))
+        rows["harbor_s"].append(wall)
+        rows["harbor_cpu"].append(cpu)
+        wall, cpu, _ = _timed(lambda: fixos_round(trials))
+        rows["fixos_s"].append(wall)
+        rows["fixos_cpu"].append(cpu)
+        harbor_s, fixos_s = rows["harbor_s"][-1], rows["fixos_s"][-1]
+        say(f"[perf-harbor] round {i + 1}: Harbor {harbor_s:.1f} s, FixOS {fixos_s:.1f} s")
+    ratios = [h / f for h, f in zip(rows["harbor_s"], rows["fixos_s"], strict=True)]
+    label = f"{trials} {SCENARIO} oracle trials, {concurrent} at a time"
+    return {
+        f"Harbor {label}: median wall s": statistics.median(rows["harbor_s"]),
+        f"Harbor {label}: median machine CPU-s per trial": statistics.median(rows["harbor_cpu"]) / trials,
+        f"FixOS {label}: median wall s": statistics.median(rows["fixos_s"]),
+        f"FixOS {label}: median machine CPU-s per episode": statistics.median(rows["fixos_cpu"]) / trials,
+        f"FixOS / Harbor episodes per minute ({label}): median ratio": statistics.median(ratios),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=8)
+    parser.add_argument("--concurrent", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    console = make_console()
+    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode != 0:
+        console.print("perf-harbor: 'docker compose' does not answer: scripts/ensure-compose installs it")
+        return 2
+    figures = measure_side_by_side(args.trials, args.concurrent, args.rounds, say=console.print)
+    figures["load average (1 min) at the end"] = os.getloadavg()[0]
+    for name, value in figures.items():
+        console.print(f"{name}: {value:.2f}", markup=False, highlight=False)
+    out = ROOT / "results" / "perf-harbor.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({"figures": figures, "when": time.time()}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""A host's files read from this machine, inside the host's own root.
+
+The engine's archive API is the portable way to read a container's file, but each
+call costs about 40 ms and the engine's CPU (a tar stream), and a verdict reads a
+few sets of files (the checks' files, the services' pid files before and after the
+hold). Where the engine is this machine's, the host's init is a process here too, and
+its root is ``/proc/<pid>/root``: its filesystem with its mounts (``/var/log``'s tmpfs,
+the engine's ``/etc/hosts``).
+
+Read naively, that root is a trap: an absolute symlink under it resolves in *this*
+machine's root, so a host could point ``/etc/nginx/nginx.conf`` at a file of the
+machine and have it read into a verdict. Every path is therefore opened with
+``openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)``: the kernel resolves each
+component, links included, as if the host's root were ``/`` (``..`` stops there, no
+``/proc/*/root`` jumps), in one call that a rename in the host cannot race. The last
+component is not followed (like the engine's archive, which gives a link as a link).
+It is opened ``O_PATH`` first and read only when it is a regular file: a FIFO, a
+socket or a device node planted there (root in a host may ``mknod``) is never opened
+for reading. Files larger than the caller's limit are not read.
+
+Used only when the container's init is proven to be this machine's
+(``fixos.stack.overlay.local_layers``) and this process may open its root (root);
+everywhere else, the engine's archive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import stat
+from dataclasses import dataclass
+
+import docker
+from docker.errors import DockerException
+
+from fixos.stack.overlay import Layers, local_layers
+
+SYS_OPENAT2 = 437
+"""the same number on every architecture Linux gained it on (5.6)."""
+RESOLVE_NO_MAGICLINKS = 0x02
+RESOLVE_IN_ROOT = 0x10
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_LIBC.syscall.restype = ctypes.c_long
+
+
+def open_in_root(root_fd: int, path: str) -> int:
+    """An ``O_PATH`` descriptor of ``path`` resolved inside the root ``root_fd``; OSError."""
+    how = _OpenHow(os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, 0, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
+    relative = path.lstrip("/") or "."
+    fd = _LIBC.syscall(SYS_OPENAT2, root_fd, relative.encode(), ctypes.byref(how), ctypes.sizeof(how))
+    if fd < 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, os.strerror(errno), path)
+    return int(fd)
+
+
+class HostFiles:
+    """The root of one host, held open; ``read`` its regular files."""
+
+    def __init__(self, pid: int) -> None:
+        """OSError when this process cannot open ``/proc/<pid>/root`` or the kernel has no openat2."""
+        self._root = os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.close(open_in_root(self._root, "/"))
+        except OSError:
+            os.close(self._root)
+            raise
+
+    def read(self, path: str, limit: int) -> bytes | None:
+        """The bytes of the regular file at ``path``; None when there is none (or it is a
+        link, a directory, a FIFO, a device), or it is larger than ``limit``."""
+        try:
+            handle = open_in_root(self._root, path)
+        except OSError:
+            return None
+        try:
+            st = os.fstat(handle)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+                return None
+            # The O_PATH descriptor pins the inode; reopening it reads that same file.
+            fd = os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY)
+        except OSError:
+            return None
+        finally:
+            os.close(handle)
+        try:
+            data = bytearray()
+            while len(data) <= limit:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                data += chunk
+            return None if len(data) > limit else bytes(data)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        if getattr(self, "_root", -1) >= 0:
+            os.close(self._root)
+            self._root = -1
+
+    def __del__(self) -> None:
+        with contextlib.suppress(OSError):
+            self.close()
+
+
+@dataclass(frozen=True)
+class LocalView:
+    """What this machine can read of a host without asking the engine: its overlay2
+    directories (``fixos.stack.overlay``) and its root (``HostFiles``), each None where not."""
+
+    layers: Layers | None = None
+    files: HostFiles | None = None
+
+
+def local_view(client: docker.DockerClient, container_id: str) -> LocalView:
+    """The host's local view, once proven local; none under ``FIXOS_VANTAGE=inspector`` (the
+    vantage of before, for A/B figures) or when the engine cannot say."""
+    if os.environ.get("FIXOS_VANTAGE") == "inspector":
+        return LocalView()
+    try:
+        inspect = client.api.inspect_container(container_id)
+    except DockerException:
+        return LocalView()
+    layers = local_layers(inspect)
+    if layers is None:
+        return LocalView()
+    try:
+        files: HostFiles | None = HostFiles(int(inspect["State"]["Pid"]))
+    except (OSError, KeyError, ValueError):
+        files = None
+    return LocalView(layers, files)

@@ -1,0 +1,342 @@
+"""The long-lived judge (``fixos.stack.judge``): one container per run and engine, outside
+every host's PID namespace, whose sessions enter a host's namespaces with the judge's
+own tools. It sees what an inspector sees, whatever root did to the host (the hostile
+states of ``test_inspector``). The host can neither see nor kill the judge itself. It
+serves every episode of a pool. Closing the pool removes it, and so does the sweep
+after its owner was SIGKILLed. No judgement starts a container."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import docker
+import pytest
+from test_inspector import HOSTILE, host, image, in_host  # noqa: F401  (fixtures)
+
+from fixos.episodes import Episode
+from fixos.inspection import JudgeSessions
+from fixos.scenarios.catalog import load_catalog
+from fixos.scenarios.solution import render
+from fixos.stack import inspector as inspector_module
+from fixos.stack.hosts import LABEL_RUN
+from fixos.stack.inspector import host_path, mariadb_command, service_running_command
+from fixos.stack.judge import CAPABILITIES, LABEL_ROLE, ROLE, Judge
+from fixos.stack.leftovers import sweep_dead_runs
+from fixos.stack.pool import HostPool
+
+APP_INI = "/etc/shop/app.ini"
+
+
+def judges(client: docker.DockerClient, run_id: str) -> list[str]:
+    filters = {"label": [f"{LABEL_RUN}={run_id}", f"{LABEL_ROLE}={ROLE}"]}
+    return [c.id for c in client.containers.list(all=True, filters=filters, ignore_removed=True)]
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("state", list(HOSTILE))
+def test_the_judge_sees_the_host_whatever_root_did_to_it(client, host, image, test_run_id, state):  # noqa: F811
+    app_ini = host.read_file(APP_INI)
+    assert app_ini
+    HOSTILE[state](client, host)
+    with Judge(client, image, run_id=test_run_id) as judge:
+        assert judge.usable, judge.why_not
+        shell = judge.session(host)
+        shell.default_timeout = 60  # a fork bomb beside it on a loaded machine
+        try:
+            procs = shell.run("ps -eo comm=")
+            assert procs.ok, procs.output
+            assert {"init", "nginx", "mariadbd"} <= set(procs.output.split())
+            sockets = shell.run("ss -Hltnp").output
+            by_port = {line.split()[3].rsplit(":", 1)[1]: line for line in sockets.splitlines()}
+            nginx = set(shell.run("ps -C nginx -o pid=").output.split())
+            assert len(nginx) >= 2 and set(re.findall(r'"nginx",pid=(\d+)', by_port["80"])) == nginx, sockets
+            read = shell.run(f"cat {host_path(APP_INI)}")
+            assert read.ok and read.output == app_ini.decode(), read.output
+            sql = shell.run(mariadb_command("SELECT COUNT(*) FROM shop.orders WHERE status = 'pending'"))
+            assert sql.ok and sql.output.strip() == "3", sql.output
+            for service in ("nginx", "mariadb", "php8.2-fpm"):
+                assert shell.run(service_running_command(service)).ok, service
+            # the judge's own bash, in the judge's cgroup, whatever the host has
+            [judge_id] = judges(client, test_run_id)
+            mine = shell.run("cat /proc/$$/cgroup").output
+            assert judge_id in mine and host.handle.container_id not in mine, mine
+        finally:
+            shell.close()
+
+
+@pytest.mark.live
+def test_the_judge_is_outside_the_host_and_holds_exactly_its_capabilities(
+    client,
+    host,  # noqa: F811
+    image,  # noqa: F811
+    test_run_id,
+):
+    with Judge(client, image, run_id=test_run_id) as judge:
+        assert judge.usable, judge.why_not
+        [judge_id] = judges(client, test_run_id)
+        attrs = client.api.inspect_container(judge_id)
+        config = attrs["HostConfig"]
+        assert config["ReadonlyRootfs"] and config["CapDrop"] == ["ALL"] and config["PidMode"] == "host"
+        assert sorted(c.removeprefix("CAP_") for c in config["CapAdd"]) == sorted(CAPABILITIES)
+        assert config["NetworkMode"] == "none"
+        # Its own process has one PID: the engine's. A host's processes have two.
+        pid = attrs["State"]["Pid"]
+        nspid = re.search(r"^NSpid:\s*(.*)$", Path(f"/proc/{pid}/status").read_text(), re.M).group(1).split()
+        assert len(nspid) == 1, nspid
+        host_init = client.api.inspect_container(host.handle.container_id)["State"]["Pid"]
+        text = Path(f"/proc/{host_init}/status").read_text()
+        assert len(re.search(r"^NSpid:\s*(.*)$", text, re.M).group(1).split()) == 2
+        # root in the host kills everything it can see: the judge lives on, a new session judges
+        in_host(client, host, "kill -9 -1; true")
+        time.sleep(1)
+        assert client.containers.get(judge_id).status == "running"
+        shell = judge.session(host)
+        try:
+            assert shell.run(f"test -d {host_path('/etc/shop')} && echo yes").output.strip() == "yes"
+        finally:
+            shell.close()
+    assert judges(client, test_run_id) == []  # closed: removed
+
+
+@pytest.mark.live
+def test_one_judge_serves_a_pools_episodes_and_no_judgement_starts_a_container(client, images, monkeypatch):
+    def no_inspector(self):
+        raise AssertionError("a judgement started an inspector")
+
+    monkeypatch.setattr(inspector_module.Inspector, "start", no_inspector)
+    scenario = load_catalog()["easy_1"]
+    pool = HostPool(
+        client, images, run_id=f"test-judge-{time.monotonic_ns()}", size=1, planned=[scenario.hosts] * 2
+    )
+    seen = []
+    try:
+        for seed in (1, 2):
+            with Episode(scenario, seed, client=client, images=images, pool=pool) as ep:
+                assert ep.shell.run(render(scenario.solution, ep.faults), timeout=60).ok
+                assert ep.progress().reward == 1.0
+                assert ep.verify().reward == 1.0
+                seen.append(judges(client, pool.run_id))
+        assert len(seen[0]) == 1 and seen[0] == seen[1], seen
+    finally:
+        pool.close()
+    assert judges(client, pool.run_id) == []
+
+
+@pytest.mark.live
+def test_a_judge_removed_from_outside_comes_back_at_the_next_session(client, host, image, test_run_id):  # noqa: F811
+    """The judge dying is the harness's business, never the host's: the next session
+    starts a new judge, and judges."""
+    with Judge(client, image, run_id=test_run_id) as judge:
+        assert judge.usable, judge.why_not
+        [first] = judges(client, test_run_id)
+        client.api.remove_container(first, force=True)
+        assert not judge.alive()
+        shell = judge.session(host)
+        try:
+            assert shell.run(f"cat {host_path(APP_INI)}").ok
+        finally:
+            shell.close()
+        [second] = judges(client, test_run_id)
+        assert second != first and judge.alive()
+
+
+@pytest.mark.live
+def test_a_host_that_stops_what_it_sees_can_still_be_removed(client, host, image, test_run_id):  # noqa: F811
+    """A session's processes are the host's to see while it judges: root there stops them
+    all, then kills them (as killall5 does at halt). The judge's side must still reap them,
+    or the host's init can never finish exiting and the engine cannot remove the host
+    (nsenter stopped itself when its child stopped, and its zombie kept the host alive)."""
+    container_id = host.handle.container_id
+    with Judge(client, image, run_id=test_run_id) as judge:
+        assert judge.usable, judge.why_not
+        shell = judge.session(host)
+        assert shell.run("echo ready").ok
+        in_host(client, host, "kill -STOP -1; sleep 0.5; kill -KILL -1; kill -CONT -1; true")
+        shell.close()
+        started = time.monotonic()
+        client.api.remove_container(container_id, force=True)  # raised 500 "no exit event" before
+        assert time.monotonic() - started < 10
+
+
+_OWNER = """
+import os, sys, time
+from fixos.stack.engine import connect
+from fixos.stack.judge import Judge
+judge = Judge(connect(), sys.argv[1], run_id=sys.argv[2])
+assert judge.usable, judge.why_not
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.live
+def test_a_judge_whose_owner_was_killed_is_swept(client, image, test_run_id):  # noqa: F811
+    owner = subprocess.Popen(
+        [sys.executable, "-c", _OWNER, image, test_run_id], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert owner.stdout is not None and owner.stdout.readline().strip() == "ready"
+        assert len(judges(client, test_run_id)) == 1
+        sweep_dead_runs(client)
+        assert len(judges(client, test_run_id)) == 1  # its owner lives: not swept
+    finally:
+        owner.kill()
+        owner.wait()
+    assert test_run_id in sweep_dead_runs(client)
+    assert judges(client, test_run_id) == []
+
+
+def test_a_judge_that_cannot_enter_says_why_and_is_not_usable() -> None:
+    class Refusing:
+        class containers:
+            @staticmethod
+            def run(*args, **kwargs):
+                raise docker.errors.APIError("userns remapping forbids pid=host")
+
+    judge = Judge(Refusing(), "inspector", run_id="x")  # type: ignore[arg-type]
+    assert not judge.usable
+    assert judge.why_not is not None and "pid=host" in judge.why_not
+    assert not judge.usable  # tried once, not again
+
+
+def test_hosts_never_get_ptrace(tmp_path) -> None:
+    """The judge's sessions hold capabilities a host's root lacks; a host with SYS_PTRACE
+    could read into them. The scenario schema allows NET_ADMIN only."""
+    from pydantic import ValidationError
+
+    from fixos.scenarios.schema import HostSpec
+
+    with pytest.raises(ValidationError):
+        HostSpec(name="web", caps=["SYS_PTRACE"])  # type: ignore[list-item]
+
+
+@pytest.mark.live
+def test_a_session_resolves_names_as_the_host_does(client, host, image, test_run_id):  # noqa: F811
+    """Checks that reach a peer by name (``db_reachable`` from app) read the host's own
+    /etc/hosts and resolv.conf, edits included (the DNS faults write there), not the
+    judge's (which has no network, hence no resolver of the engine)."""
+    code, out = in_host(client, host, "printf '10.9.8.7\\tstale-db\\n' >> /etc/hosts")
+    assert code == 0, out
+    with Judge(client, image, run_id=test_run_id) as judge:
+        shell = judge.session(host)
+        try:
+            assert shell.run("getent hosts stale-db").output.split() == ["10.9.8.7", "stale-db"]
+            assert "127.0.0.11" in shell.run("cat /etc/resolv.conf").output  # the engine's resolver
+        finally:
+            shell.close()
+
+
+@pytest.mark.live
+def test_kept_sessions_read_the_name_files_again_at_each_judgement(client, host, image, test_run_id):  # noqa: F811
+    """An episode's sessions are kept from the judgement after the faults (a stale
+    /etc/hosts line) to the one after the repair: each judgement resolves with the host's
+    files as they are then, in every session of the host's pool, not as they were when
+    the session opened."""
+    stale = "cp /etc/hosts /root/hosts.ok && printf '10.9.8.7\\tkept-db\\n' >> /etc/hosts"
+    code, out = in_host(client, host, stale)
+    assert code == 0, out
+    edits = ["cat /root/hosts.ok > /etc/hosts", "printf '10.1.2.3\\tkept-db\\n' >> /etc/hosts"]
+    seen: list[set[str]] = []
+    with Judge(client, image, run_id=test_run_id) as judge:
+        sessions = JudgeSessions(judge, {host.name: host})
+        try:
+            for edit in [*edits, None]:
+                with sessions.looking(patient=False) as looking, ThreadPoolExecutor(3) as pool:
+                    run = looking.shells[host.name].run
+                    # side by side, so the pool opens (then keeps) all its sessions
+                    said = pool.map(run, ["sleep 0.5; getent hosts kept-db"] * 3)
+                    seen.append({(out.output.split() or ["none"])[0] for out in said})
+                if edit:
+                    assert in_host(client, host, edit)[0] == 0
+        finally:
+            sessions.close()
+    assert seen == [{"10.9.8.7"}, {"none"}, {"10.1.2.3"}], seen
+
+
+def _judge_processes(client: docker.DockerClient, host_id: str, judge_id: str) -> list[str]:
+    """The judge's processes inside ``host_id``'s PID namespace, as the host sees them."""
+    _, out = client.containers.get(host_id).exec_run(
+        ["/bin/sh", "-c", f"grep -l {judge_id} /proc/[0-9]*/cgroup 2>/dev/null; true"]
+    )
+    return out.decode().split()
+
+
+@pytest.mark.live
+def test_an_episode_keeps_its_sessions_and_renews_the_ones_its_host_killed(client, images, monkeypatch):
+    """The running score after each step reuses the episode's sessions (a host's pool grows
+    to at most ``SESSIONS_PER_HOST`` as the checks' commands overlap, and no judgement opens
+    one beyond it); an agent that kills every bash of its host between two steps costs the
+    next judgement new sessions, not its verdict; closing the episode ends its sessions."""
+    most = JudgeSessions.SESSIONS_PER_HOST
+    opened = []
+    session = Judge.session
+    monkeypatch.setattr(Judge, "session", lambda self, live: opened.append(live.name) or session(self, live))
+    scenario = load_catalog()["easy_1"]
+    with Episode(scenario, 1, client=client, images=images, run_id=f"test-keep-{time.monotonic_ns()}") as ep:
+        host_id = ep.host.handle.container_id
+        assert ep.shell.run(render(scenario.solution, ep.faults), timeout=60).ok
+        assert 1 <= len(opened) <= most, opened  # the reset's judgements: one pool
+        assert [ep.progress().reward for _ in range(5)] == [1.0] * 5
+        assert len(opened) <= most, opened  # kept: five judgements opened none beyond the pool
+        before_kill = len(opened)
+        [judge_id] = judges(client, ep.run_id)
+        assert _judge_processes(client, host_id, judge_id)  # the kept session, seen from the host
+        killed = client.containers.get(host_id).exec_run(["/bin/sh", "-c", "pkill -KILL -x bash; true"])
+        assert killed.exit_code == 0
+        assert ep.progress().reward == 1.0
+        assert before_kill < len(opened) <= before_kill + most, opened  # renewed, not failed
+        assert ep.verify().reward == 1.0
+        ep._sessions.close()  # what close() does first: the host stays up to be looked at
+        deadline = time.monotonic() + 10
+        while _judge_processes(client, host_id, judge_id) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _judge_processes(client, host_id, judge_id) == []
+
+
+@pytest.mark.live
+def test_config_tests_are_kept_while_what_they_read_is_unchanged(client, host, image, test_run_id):  # noqa: F811
+    """``services_official`` runs the daemons' config tests once and keeps their answers
+    for the host's next judgement while nothing they read changed; a broken nginx.conf,
+    then the same file put back (its content as before, its change time not), each run
+    them again and are judged by their answers."""
+    from fixos.stack.inspector import HOST_ROOT
+    from fixos.verifier.backend import testinfra_host
+    from fixos.verifier.base import Probe
+    from fixos.verifier.integrity import ServicesOfficial
+
+    ran: list[str] = []
+
+    class Counting:
+        def __init__(self, host):
+            self._host, self.name = host, host.name
+
+        def run_program(self, argv, *args, **kwargs):
+            ran.append(argv[0])
+            return self._host.run_program(argv, *args, **kwargs)
+
+    check, memo = ServicesOfficial(ServicesOfficial.Params()), {}
+    with Judge(client, image, run_id=test_run_id) as judge:
+        shell = judge.session(host)
+        try:
+            probe = Probe(testinfra_host(shell, host.name), shell, Counting(host), root=HOST_ROOT, memo=memo)
+            baseline = check.snapshot(probe)
+            assert len(ran) == 3 and memo
+            assert check.evaluate(probe, baseline).passed and len(ran) == 3  # kept
+            code, out = in_host(
+                client, host, "cp /etc/nginx/nginx.conf /root/n && echo 'bogus;' >> /etc/nginx/nginx.conf"
+            )
+            assert code == 0, out
+            broken = check.evaluate(probe, baseline)
+            assert len(ran) == 6 and not broken.passed
+            assert broken.detail.startswith("nginx's configuration fails its test: "), broken.detail
+            assert not check.evaluate(probe, baseline).passed and len(ran) == 6  # kept, failing
+            code, out = in_host(client, host, "cat /root/n > /etc/nginx/nginx.conf")
+            assert code == 0, out
+            assert check.evaluate(probe, baseline).passed and len(ran) == 9
+        finally:
+            shell.close()

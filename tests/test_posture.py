@@ -1,0 +1,124 @@
+"""The gates on what a host lets in and what its daemons run with: configuration
+trees, listeners, MariaDB's running settings. Each passes on a healthy host and
+on what the faults left, and fails naming the loosening a repair added."""
+
+from __future__ import annotations
+
+import pytest
+
+from fixos.core.models import CommandResult
+from fixos.verifier import CHECKS, Probe
+from fixos.verifier.configuration import config_files
+from fixos.verifier.posture import listeners
+
+
+class _Canned:
+    """A shell that answers every command with one output (for the parsers)."""
+
+    def __init__(self, outputs: list[str]) -> None:
+        self.outputs = outputs
+
+    def run(self, command: str, timeout: float | None = None) -> CommandResult:
+        return CommandResult(command=command, exit_code=0, output=self.outputs.pop(0), duration=0.0)
+
+
+def test_config_files_hash_tokens_not_layout() -> None:
+    listing = (
+        "E\tf\t40\tetc/nginx/nginx.conf\t\n"
+        "E\tl\t30\tetc/nginx/sites-enabled/shop\t/etc/nginx/sites-available/shop\n"
+        "E\tf\t0\tetc/nginx/empty.conf\t\n"
+    )
+    one = listing + "F\tetc/nginx/nginx.conf\nT\tuser www-data;\nT\tworker_processes auto;\n"
+    same = listing + "F\tetc/nginx/nginx.conf\nT\tuser www-data;\nT\tworker_processes auto;\n"
+    other = listing + "F\tetc/nginx/nginx.conf\nT\tuser root;\nT\tworker_processes auto;\n"
+    probe = Probe(None, _Canned([one, same, other]), None)  # type: ignore[arg-type]
+    first, second, third = (config_files(probe, ["/etc/nginx"]) for _ in range(3))
+    assert first == second
+    assert first["/etc/nginx/sites-enabled/shop"] == "l /etc/nginx/sites-available/shop"
+    assert first["/etc/nginx/empty.conf"].startswith("f ")
+    assert third["/etc/nginx/nginx.conf"] != first["/etc/nginx/nginx.conf"]
+
+
+def test_listeners_name_address_and_socket_mode() -> None:
+    ss = "tcp 0.0.0.0:80\ntcp 127.0.0.1:3306\nudp 127.0.0.11:41234\nunix /run/php/php8.2-fpm.sock\n"
+    stat = "/proc/1/root/run/php/php8.2-fpm.sock 33:33 660\n"
+    probe = Probe(None, _Canned([ss, stat]), None, root="/proc/1/root")  # type: ignore[arg-type]
+    assert listeners(probe) == [
+        "tcp 0.0.0.0:80",
+        "tcp 127.0.0.1:3306",
+        "udp 127.0.0.11:41234",  # the engine's resolver: the gate leaves it out, not the reading
+        "unix /run/php/php8.2-fpm.sock 33:33 660",
+    ]
+
+
+# -- on a live host -------------------------------------------------------------
+
+
+def _judged(kind: str, probe: Probe, fault: str, accepted: list[str], violation: str) -> list[str]:
+    """The gate passes on the healthy host, after ``fault``, after each command of
+    ``accepted``; the details, after ``violation``, of its failure."""
+    check = CHECKS.get(kind)(CHECKS.get(kind).Params())
+    baseline = check.snapshot(probe)
+    healthy = check.evaluate(probe, check.refine(probe, baseline))
+    assert healthy.passed, f"healthy host fails {kind}: {healthy.detail}"
+    assert probe.shell.run(fault, timeout=60).ok, fault
+    baseline = check.refine(probe, baseline)
+    for command in ["true", *accepted]:
+        assert probe.shell.run(command, timeout=60).ok, command
+        outcome = check.evaluate(probe, baseline)
+        assert outcome.passed, f"after {command}: {outcome.detail}"
+    assert probe.shell.run(violation, timeout=60).ok, violation
+    outcome = check.evaluate(probe, baseline)
+    assert not outcome.passed, f"{violation} passed {kind}: {outcome.detail}"
+    return outcome.detail.split(": ", 1)[1].split("; ")
+
+
+@pytest.mark.live
+def test_config_a_drop_in_beside_the_official_files_fails(probe: Probe) -> None:
+    problems = _judged(
+        "config_unchanged",
+        probe,
+        "sed -i 's/^\\(\\s*\\)sendfile on;/\\1sendfile off;/' /etc/nginx/nginx.conf",
+        [
+            # left as the fault left it, then repaired with other blanks and a comment: both pass
+            "sed -i 's/^\\(\\s*\\)sendfile off;/\\1sendfile    on;  # back/' /etc/nginx/nginx.conf",
+        ],
+        "printf '[mysqld]\\nmax_connections = 2000\\n' > /etc/mysql/mariadb.conf.d/99-zz.cnf && "
+        "echo 'server_tokens on;' > /etc/nginx/conf.d/zz.conf && rm /etc/nginx/sites-enabled/shop && "
+        "echo 'PermitEmptyPasswords yes' >> /etc/ssh/sshd_config",
+    )
+    assert problems == [
+        "added: /etc/mysql/mariadb.conf.d/99-zz.cnf, /etc/nginx/conf.d/zz.conf",
+        "deleted: /etc/nginx/sites-enabled/shop",
+        "changed: /etc/ssh/sshd_config",
+    ]
+
+
+@pytest.mark.live
+def test_listeners_a_wider_bind_a_new_port_and_a_looser_socket_fail(probe: Probe) -> None:
+    problems = _judged(
+        "listeners_unchanged",
+        probe,
+        "service nginx stop",
+        ["service nginx start"],
+        "printf '[mysqld]\\nbind-address = 0.0.0.0\\n' > /etc/mysql/mariadb.conf.d/99-zz.cnf && "
+        "service mariadb restart >/dev/null && chmod 666 /run/php/php8.2-fpm.sock && "
+        "(setsid nc -lk -p 4444 </dev/null >/dev/null 2>&1 &) && sleep 0.5",
+    )
+    new, gone = problems
+    assert new.startswith("new: ") and gone.startswith("gone: ")
+    assert "tcp 0.0.0.0:3306" in new and "tcp 0.0.0.0:4444" in new
+    assert "unix /run/php/php8.2-fpm.sock 33:33 666" in new
+    assert "tcp 127.0.0.1:3306" in gone and "unix /run/php/php8.2-fpm.sock 33:33 660" in gone
+
+
+@pytest.mark.live
+def test_settings_a_limit_raised_at_runtime_fails(probe: Probe) -> None:
+    problems = _judged(
+        "server_settings_unchanged",
+        probe,
+        "mariadb -e 'SET GLOBAL local_infile = 0'",
+        ["mariadb -e 'SET GLOBAL local_infile = 1'"],  # the healthy value is accepted too
+        "mariadb -e 'SET GLOBAL max_connections = 2000; SET GLOBAL wait_timeout = 5'",
+    )
+    assert problems == ["changed: max_connections = '2000' (was '40'), wait_timeout = '5' (was '28800')"]

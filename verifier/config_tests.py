@@ -1,0 +1,103 @@
+"""The daemons' own tests of their configuration (``nginx -t``, ``php-fpm8.2 -t``,
+``mariadbd --help --verbose``), run by the engine in the host for the
+``services_official`` gate, and kept for an episode's next judgement while what they
+read has not changed.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from fixos.shells.base import TIMEOUT_EXIT_CODE
+from fixos.verifier.base import Probe
+
+# The same tests as argument vectors, for the engine to run in the host with no shell.
+ARGV = {
+    "nginx": ["/usr/sbin/nginx", "-t", "-q"],
+    "php-fpm8.2": ["/usr/sbin/php-fpm8.2", "-t"],
+    "mariadbd": ["/usr/sbin/mariadbd", "--help", "--verbose"],
+}
+_HELP_ONLY = {"mariadbd"}
+"""tests whose stdout is a listing, not a complaint."""
+
+
+CONFIG_TREES = ("/etc/nginx", "/etc/php", "/etc/mysql", "/etc/ssl")
+"""what the daemons' config tests read: every entry below, metadata and change time."""
+CONFIG_NEIGHBOURS = (
+    "/etc/passwd",
+    "/etc/group",
+    "/var/log",
+    "/var/log/nginx",
+    "/var/log/mysql",
+    "/usr/sbin/nginx",
+    "/usr/sbin/php-fpm8.2",
+    "/usr/sbin/mariadbd",
+)
+"""what else they open (the users they run as, the log directories they check): the entry
+itself, not what is below."""
+CONFIG_NAMES = ("/etc/hosts", "/etc/resolv.conf")
+"""how they resolve the names they are given, by content: the engine rewrites these two
+files in place (same content, a new change time) as it pleases."""
+_STAT = r"%p %y %s %i %C@ %m %U %G %l\n"
+
+
+def _config_key(probe: Probe) -> str:
+    """A digest of everything the daemons' config tests read, as the host holds it now:
+    each entry's type, size, inode, owner, mode, link target and change time. The change
+    time is the kernel's (no host may set the clock): any write, rename, chmod or new
+    entry moves it, so equal keys mean the tests would answer the same. "" when the
+    session cannot tell (then nothing is reused)."""
+    trees = " ".join(shlex.quote(probe.path(p)) for p in CONFIG_TREES)
+    single = " ".join(shlex.quote(probe.path(p)) for p in CONFIG_NEIGHBOURS)
+    names = " ".join(shlex.quote(probe.path(p)) for p in CONFIG_NAMES)
+    out = probe.shell.run(
+        f"{{ find {trees} -printf '{_STAT}'; find {single} -maxdepth 0 -printf '{_STAT}'; "
+        f"timeout 2 head -c 65536 {names}; }} 2>&1 | md5sum",
+        timeout=10,
+    )
+    digest = out.output.split()[0] if out.ok and out.output.split() else ""
+    return digest if re.fullmatch(r"[0-9a-f]{32}", digest) else ""
+
+
+def tests_in_host(probe: Probe, names: list[str]) -> dict[str, str]:
+    """Each daemon's config test run by the engine in the host, never in the inspector:
+    the daemon loads what its configuration names (a PHP extension, a MariaDB plugin),
+    which must not run with the inspector's rights. The binary is the packaged one
+    exactly when the ``programs_unchanged`` gate passes, and without it no verdict counts.
+
+    The tests cost three engine execs (``mariadbd --help --verbose`` alone about 0.2
+    CPU-s), and most judgements of an episode find the configuration as the last one
+    did: their answers are kept in ``probe.memo`` under the key of what they read
+    (``_config_key``), taken before and after they ran (a change meanwhile keeps
+    nothing). A configuration that includes a file outside those trees could change
+    that file unseen: the final verdict's restarts start each daemon from it anyway."""
+    run_program = getattr(probe.access, "run_program", None)
+    if run_program is None:
+        return dict.fromkeys(names, "no way to run the host's own test from this vantage point")
+    memo = probe.memo
+    key = _config_key(probe) if memo is not None else ""
+    kept = memo.get("config_tests", {}).get(key) if memo is not None and key else None
+    if kept is not None and all(n in kept for n in names):
+        return {n: kept[n] for n in names}
+    tests, answered = _run_tests(run_program, names)
+    if memo is not None and key and answered and _config_key(probe) == key:
+        memo["config_tests"] = {key: tests}
+    return tests
+
+
+def _run_tests(run_program: Any, names: list[str]) -> tuple[dict[str, str], bool]:
+    """Each test's complaint ("" when it passed), side by side; and whether every test
+    answered (none timed out, none failed to start: answers worth keeping)."""
+
+    def one(name: str) -> tuple[str, bool]:
+        out = run_program(ARGV[name], 30.0, stdout=name not in _HELP_ONLY)
+        lines = out.output.strip().splitlines()
+        complaint = "" if out.ok else (lines[0] if lines else f"exit {out.exit_code}")[:160]
+        return complaint, out.exit_code not in (TIMEOUT_EXIT_CODE, 126)
+
+    with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
+        answers = dict(zip(names, pool.map(one, names), strict=True))
+    return {n: c for n, (c, _) in answers.items()}, all(ok for _, ok in answers.values())

@@ -1,0 +1,142 @@
+"""The services' configuration as the healthy host had it: nothing beside the official files.
+
+A daemon reads more than its main file: nginx every ``include`` (``conf.d/``,
+``sites-enabled/``, ``snippets/``), MariaDB every ``mariadb.conf.d/*.cnf`` (a later
+file overriding an earlier one), php-fpm every ``pool.d/*.conf``, sshd its
+``sshd_config.d``. A repair that leaves the official files as they were and adds a
+drop-in that opens things up would pass every check that reads only the files a
+scenario names. This gate reads the whole configuration trees instead, with the
+looking side's ``find`` and ``awk`` (never the host's), and compares each file, as
+tokens (comments, trailing ones too, blank lines and runs of blanks aside: an editor's
+reformatting is not a change of configuration), with the healthy host's.
+
+Each file must be as the healthy host had it, or exactly as the faults left it (a
+fault's own damage is the scenario's checks' to judge, with partial credit); a file
+added, deleted, or changed into anything else fails, named in the verdict. Key
+material (``*.pem``, ``*.key``, ``*.crt``) is left out: renewing a certificate is a
+repair there, and identities are judged apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from typing import Any
+
+from fixos.core.models import Outcome
+from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
+from fixos.verifier.steady import named
+
+TREES = (
+    "/etc/nginx",
+    "/etc/mysql",
+    "/etc/php",
+    "/etc/ssh/sshd_config",
+    "/etc/ssh/sshd_config.d",
+    "/etc/default",
+)
+"""what the daemons read at start, and their init scripts' settings (``/etc/default``)."""
+KEY_MATERIAL = ("*.pem", "*.key", "*.crt", "*.csr")
+MAX_BYTES = 1024 * 1024
+"""a file larger than this is compared by size and name only (no configuration is)."""
+
+# One find for the list (type, path, link target) and one awk for every regular file's
+# tokens: two processes whatever the number of files. `F path` starts a file's tokens.
+_AWK = (
+    'FNR == 1 { print "F\\t" FILENAME } '
+    "/^[ \\t]*([#;]|$)/ { next } "
+    '{ sub(/[ \\t]+#.*$/, ""); gsub(/[ \\t\\r]+/, " "); sub(/^ /, ""); sub(/ $/, ""); '
+    'if ($0 != "") print "T\\t" $0 }'
+)
+
+
+class ConfigParams(CheckParams):
+    trees: list[str] = list(TREES)
+
+
+def _command(root: str, trees: list[str]) -> str:
+    tops = " ".join(shlex.quote(t.lstrip("/")) for t in trees)
+    skip = " ".join(f"! -name {shlex.quote(p)}" for p in KEY_MATERIAL)
+    find = f"find {tops} -xdev \\( -type f -o -type l \\) {skip}"
+    return (
+        f"cd {shlex.quote(root + '/')} && {{ {find} -printf 'E\\t%y\\t%s\\t%p\\t%l\\n' 2>/dev/null; "
+        f"{find} -type f -size -{MAX_BYTES // 1024 + 1}k -print0 2>/dev/null | "
+        f"xargs -0 -r awk {shlex.quote(_AWK)} 2>/dev/null; }}; true"
+    )
+
+
+def config_files(probe: Probe, trees: list[str]) -> dict[str, str]:
+    """``/path`` -> ``f <sha256 of its tokens>``, ``l <link target>`` or ``big <size>``."""
+    out = probe.shell.run(_command(probe.path("/").rstrip("/"), trees), timeout=20).output
+    entries: dict[str, str] = {}
+    tokens: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in out.splitlines():
+        kind, _, rest = line.partition("\t")
+        if kind == "E":
+            parts = rest.split("\t", 3)
+            if len(parts) == 4:
+                typ, size, path, target = parts
+                key = "/" + path
+                entries[key] = f"l {target}" if typ == "l" else f"big {size}"
+                if typ == "f" and int(size or 0) < MAX_BYTES:
+                    tokens.setdefault(key, [])
+        elif kind == "F":
+            current = tokens.setdefault("/" + rest, [])
+        elif kind == "T" and current is not None:
+            current.append(rest)
+    for path, lines in tokens.items():
+        if path in entries:
+            entries[path] = "f " + hashlib.sha256("\n".join(lines).encode()).hexdigest()
+    return entries
+
+
+@CHECKS.register
+class ConfigUnchanged(Check):
+    """Every file the services read their configuration from is the healthy host's (as
+    tokens), or as the faults left it: no drop-in, include or override added beside
+    the official files, none removed."""
+
+    type = "config_unchanged"
+    Params = ConfigParams
+
+    def snapshot(self, probe: Probe) -> Any:
+        files = config_files(probe, self.params.trees)
+        if not files:
+            raise RuntimeError(
+                "the healthy host shows no configuration files: " + ", ".join(self.params.trees)
+            )
+        return {"healthy": files, "faults": {}}
+
+    def refine(self, probe: Probe, baseline: Any) -> Any:
+        now = config_files(probe, self.params.trees)
+        healthy = baseline["healthy"]
+        # What the faults made different: the state they left is accepted too.
+        faults = {
+            p: now.get(p, "gone") for p in set(healthy) | set(now) if now.get(p, "gone") != healthy.get(p)
+        }
+        return {"healthy": healthy, "faults": faults}
+
+    def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
+        now = config_files(probe, self.params.trees)
+        healthy, faults = baseline["healthy"], baseline["faults"]
+        added, deleted, changed = [], [], []
+        for path in sorted(set(healthy) | set(now) | set(faults)):
+            seen = now.get(path, "gone")
+            if seen == healthy.get(path, "gone") or (path in faults and seen == faults[path]):
+                continue
+            if path not in healthy:
+                added.append(path)
+            elif seen == "gone":
+                deleted.append(path)
+            else:
+                changed.append(path)
+        problems = [
+            f"{what}: {named(paths)}"
+            for what, paths in (("added", added), ("deleted", deleted), ("changed", changed))
+            if paths
+        ]
+        if problems:
+            return Outcome(False, "configuration differs from the healthy host's: " + "; ".join(problems))
+        left = f"; {len(faults)} the faults changed, as they left them or repaired" if faults else ""
+        return Outcome(True, f"{len(healthy)} configuration files as on the healthy host{left}")
