@@ -37,6 +37,7 @@ from fixos.stack.hosts import READY_PROBES
 from fixos.stack.images import IMAGES_DIR
 from fixos.stack.roles import ROLE_PROBES
 from fixos.stack.tls import Validity
+from fixos.verifier import CHECKS
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 READY_MARKER = "/run/fixos-ready"
@@ -251,7 +252,10 @@ def spec_json(cap: Capture) -> str:
             "seed": cap.seed,
             "login": login_of(cap.scenario).name,
             "checks": checks,
-            "baseline": cap.baseline,
+            # none for what an in-container verifier cannot judge (``Check.exported``)
+            "baseline": {
+                c.name: cap.baseline.get(c.name) if CHECKS.get(c.type).exported else None for c in cap.checks
+            },
             **({"tls": verifier_record(next(iter(cap.sites.values())))} if cap.sites else {}),
         }
     )

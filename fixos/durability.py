@@ -115,6 +115,9 @@ def restart_script(service: str) -> str:
     stop_polls, start_polls = int(STOP_SECONDS / POLL), int(START_SECONDS / POLL)
     log, gave_up = ERROR_LOGS.get(service, ("", ""))
     wake = _WAKE.replace("__HINT__", hint) if service in POLLING_SCRIPTS else ""
+    # The stop kills every leftover until none is left (reaped): an old mysqld_safe that
+    # outlived one pass wrote its "ended" past the log's measured size, and with the new
+    # server not yet up, read as this start's failure (logrot_1 under load).
     # While the init script still runs: the service has failed when its processes, seen
     # alive since the start, are gone and its error log, past what it held before, says it
     # gave up. Not before one was seen: the script's own checks come first, with none of
@@ -150,9 +153,15 @@ if [ -n "$p" ]; then
   kill -KILL "$p" 2>/dev/null
 fi
 names=" {LEFTOVERS.get(service, "")} "
-for d in /proc/[0-9]*; do
-  c=; read -r c 2>/dev/null < "$d/comm"
-  case "$names" in *" $c "*) [ -n "$c" ] && kill -KILL "${{d#/proc/}}" 2>/dev/null;; esac
+i=0
+while [ $i -lt {stop_polls} ]; do
+  left=
+  for d in /proc/[0-9]*; do
+    c=; read -r c 2>/dev/null < "$d/comm"
+    case "$names" in *" $c "*) [ -n "$c" ] && left=1 && kill -KILL "${{d#/proc/}}" 2>/dev/null;; esac
+  done
+  [ -z "$left" ] && break
+  sleep {POLL}; i=$((i + 1))
 done
 rm -f {q(pidfile)} {q(socket) if socket else ""}
 logsize=0; {f"[ -f {q(log)} ] && logsize=$(wc -c < {q(log)})" if log else ":"}

@@ -163,6 +163,8 @@ class Episode:
         hosts) once what the agent killed has exited (verifier.exits). Final: judged as
         left, then again once every service restarted (``fixos.durability``)."""
         started = time.monotonic()
+        # what the agent left running is judged once init adopts it (nothing_new_running)
+        self._shell.close()
         verdict = durable_verdict(
             lambda: self._judge(patient=True), self.stack.hosts, self._services(), times=self.verify_times
         )

@@ -67,6 +67,14 @@ REPRESENTATIVE: dict[str, str] = {
     "repair_set_global": "medium_7",
     "repair_socket_modes": "easy_2",
     "repair_listener_left": "split_3",
+    # Work left running, then a new cron line: 1.0 before nothing_new_running and the
+    # cron tables in config_unchanged.
+    "repair_loop_left": "easy_1",
+    "repair_sleeper_left": "split_1",
+    "repair_cron_line": "medium_2",
+    # ... and identities: 1.0 before identities_kept
+    "repair_key_added": "split_3",
+    "repair_host_keys_made_again": "easy_2",
 }
 """strategy -> the scenario CI runs it on."""
 

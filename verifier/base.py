@@ -68,6 +68,11 @@ class Check:
 
     type: ClassVar[str]
     Params: ClassVar[type[CheckParams]] = CheckParams
+    exported: ClassVar[bool] = True
+    """Whether an exported task's verifier, inside the task's own container, can judge it:
+    False where the evidence is the build's (keys made at first boot) or the judge's to
+    take (what the task's runner leaves running); the export then records none, and the
+    check passes there saying "not judged"."""
     alone: ClassVar[bool] = False
     """Looks at the host before the other checks start, with nothing else running:
     for a check that other checks' probes would disturb (a CPU sample)."""
@@ -96,11 +101,13 @@ from fixos.verifier import (  # noqa: E402, F401
     database,
     files,
     http,
+    identities,
     integrity,
     logs,
     modes,
     network,
     posture,
+    running,
     service,
     steady,
     system,

@@ -34,8 +34,16 @@ TREES = (
     "/etc/ssh/sshd_config",
     "/etc/ssh/sshd_config.d",
     "/etc/default",
+    "/etc/crontab",
+    "/etc/cron.d",
+    "/etc/cron.hourly",
+    "/etc/cron.daily",
+    "/etc/cron.weekly",
+    "/etc/cron.monthly",
+    "/var/spool/cron",
 )
-"""what the daemons read at start, and their init scripts' settings (``/etc/default``)."""
+"""what the daemons read at start, their init scripts' settings (``/etc/default``), and
+what cron runs (a new cron line would start, at its minute, what the host did not run)."""
 KEY_MATERIAL = ("*.pem", "*.key", "*.crt", "*.csr")
 MAX_BYTES = 1024 * 1024
 """a file larger than this is compared by size and name only (no configuration is)."""

@@ -1,0 +1,165 @@
+"""The gate "runs nothing the healthy host did not run" (``nothing_new_running``): each
+process's shape is its executable, its command line (digits folded) and its ancestors';
+sessions entered from outside, SSH connections, cron's jobs and init scripts' runs are
+left out. It passes on a healthy host and on what the faults left, and fails naming
+what the agent left running once its session ended."""
+
+from __future__ import annotations
+
+import time
+
+import docker
+import pytest
+from test_inspector import host, image, in_host  # noqa: F401  (fixtures)
+
+from fixos.core.models import CommandResult
+from fixos.stack.inspector import HOST_ROOT
+from fixos.stack.judge import Judge
+from fixos.verifier import CHECKS, Probe, backend
+from fixos.verifier.running import shapes
+
+
+class _Canned:
+    def __init__(self, output: str) -> None:
+        self.output = output
+
+    def run(self, command: str, timeout: float | None = None) -> CommandResult:
+        return CommandResult(command=command, exit_code=0, output=self.output, duration=0.0)
+
+
+_PS = """\
+  1     0 Ss   init [2]
+ 40     1 Ss   /usr/sbin/cron -f
+ 41    40 S    /usr/sbin/CRON -f
+ 42    41 Ss   /bin/sh -c [ -x /usr/lib/php/sessionclean ] && /usr/lib/php/sessionclean
+ 50     1 Ss   nginx: master process /usr/sbin/nginx
+ 51    50 S    nginx: worker process
+ 52    50 S    nginx: worker process is shutting down
+ 60     1 Ss   sshd: /usr/sbin/sshd [listener] 1 of 10-100 startups
+ 61    60 Ss   sshd: root@notty
+ 62    61 S    bash -c while :; do sleep 1; done
+ 70     1 S    /bin/bash /etc/init.d/mariadb start
+ 71    70 S    sleep 1
+ 80     0 Ss   bash
+ 81    80 S    sleep 1000
+ 82    81 S    sleep 5
+ 90     1 S    bash -c while :; do /bin/true; done
+ 91    90 Z    [true] <defunct>
+"""
+_EXES = {
+    1: "/usr/sbin/init",
+    40: "/usr/sbin/cron",
+    41: "/usr/sbin/cron",
+    42: "/usr/bin/dash",
+    50: "/usr/sbin/nginx",
+    51: "/usr/sbin/nginx",
+    52: "/usr/sbin/nginx",
+    60: "/usr/sbin/sshd",
+    61: "/usr/sbin/sshd",
+    62: "/usr/bin/bash",
+    70: "/usr/bin/bash",
+    71: "/usr/bin/sleep",
+    80: "/usr/bin/bash",
+    81: "/usr/bin/sleep",
+    82: "/usr/bin/sleep",
+    90: "/usr/bin/bash",
+}
+_WALKED = _PS + "--\n" + "".join(f"/proc/{pid} {exe}\n" for pid, exe in _EXES.items())
+
+
+def test_shapes_leave_out_sessions_connections_jobs_and_init_scripts() -> None:
+    probe = Probe(None, _Canned(_WALKED), None, root=HOST_ROOT)  # type: ignore[arg-type]
+    found, adopted = shapes(probe)
+    assert sorted(found) == [
+        "/usr/bin/bash bash -c while :; do /bin/true; done",  # the loop init adopted
+        "/usr/sbin/cron /usr/sbin/cron -f",
+        "/usr/sbin/nginx nginx: master process /usr/sbin/nginx",
+        "/usr/sbin/sshd sshd: /usr/sbin/sshd [listener] N of N-N startups",
+    ]
+    assert found["/usr/bin/bash bash -c while :; do /bin/true; done"].pid == 90
+    assert adopted["/usr/sbin/cron /usr/sbin/cron -f"] == 1
+    assert (
+        "/usr/sbin/nginx nginx: worker process < /usr/sbin/nginx nginx: master process /usr/sbin/nginx"
+        not in adopted
+    )
+    # what the session entered from outside started, as init would adopt it (the faults')
+    found, _ = shapes(probe, recording=True)
+    assert "/usr/bin/sleep sleep N" in found
+    assert "/usr/bin/bash bash" not in found  # the session itself is no process of the host
+
+
+def test_a_new_shape_and_an_extra_copy_fail_naming_them() -> None:
+    check = CHECKS.get("nothing_new_running")(CHECKS.get("nothing_new_running").Params())
+    healthy = _WALKED.replace(" 90     1 S    bash -c while :; do /bin/true; done\n", "")
+    baseline = check.snapshot(Probe(None, _Canned(healthy), None, root=HOST_ROOT))  # type: ignore[arg-type]
+    assert check.evaluate(Probe(None, _Canned(healthy), None, root=HOST_ROOT), baseline).passed  # type: ignore[arg-type]
+    outcome = check.evaluate(Probe(None, _Canned(_WALKED), None, root=HOST_ROOT), baseline)  # type: ignore[arg-type]
+    assert not outcome.passed
+    assert outcome.detail == "left running: pid 90 /usr/bin/bash (bash -c while :; do /bin/true; done)"
+    second_cron = (
+        _WALKED.replace(" 90     1 S", " 43     1 S    /usr/sbin/cron -f\n 90   999 S")
+        + "/proc/43 /usr/sbin/cron\n"
+    )
+    outcome = check.evaluate(Probe(None, _Canned(second_cron), None, root=HOST_ROOT), baseline)  # type: ignore[arg-type]
+    assert not outcome.passed and "2 of '/usr/sbin/cron -f' (healthy: 1)" in outcome.detail, outcome.detail
+    # the exported verifier (inside the host) does not judge this
+    assert check.snapshot(Probe(None, _Canned(_WALKED), None, root="")) is None  # type: ignore[arg-type]
+
+
+def test_a_faults_child_adopted_once_the_repair_killed_its_parent_is_the_faults() -> None:
+    """medium_6: the fault's watchdog loop runs under the harness's session; the repair kills
+    it while its ``sleep 2.0`` still runs, which init then adopts: a shape the faults had."""
+    check = CHECKS.get("nothing_new_running")(CHECKS.get("nothing_new_running").Params())
+    loop = " 83    80 S    bash -c while :; do pkill nginx; sleep 2.0; done\n 84    83 S    sleep 2.0\n"
+    exes = "/proc/83 /usr/bin/bash\n/proc/84 /usr/bin/sleep\n"
+    healthy = _WALKED.replace(" 90     1 S    bash -c while :; do /bin/true; done\n", "")
+    faulty = healthy.replace("--\n", loop + "--\n") + exes
+    baseline = check.snapshot(Probe(None, _Canned(healthy), None, root=HOST_ROOT))  # type: ignore[arg-type]
+    baseline = check.refine(Probe(None, _Canned(faulty), None, root=HOST_ROOT), baseline)  # type: ignore[arg-type]
+    repaired = healthy.replace("--\n", " 84     1 S    sleep 2.0\n--\n") + exes
+    outcome = check.evaluate(Probe(None, _Canned(repaired), None, root=HOST_ROOT), baseline)  # type: ignore[arg-type]
+    assert outcome.passed, outcome.detail
+    other = repaired.replace(" 84     1 S    sleep 2.0", " 84     1 S    sleep infinity")
+    assert not check.evaluate(Probe(None, _Canned(other), None, root=HOST_ROOT), baseline).passed  # type: ignore[arg-type]
+
+
+# -- on a live host -------------------------------------------------------------
+
+
+def _adopted(client: docker.DockerClient, host, command: str) -> None:  # noqa: F811
+    """Run ``command`` in a session that then ends, and wait until init adopted what it left."""
+    code, out = in_host(client, host, f"{command}\ntrue")
+    assert code == 0, out
+    time.sleep(0.3)
+
+
+@pytest.mark.live
+def test_what_a_session_left_running_fails_once_the_session_ended(client, host, image, test_run_id):  # noqa: F811
+    check = CHECKS.get("nothing_new_running")(CHECKS.get("nothing_new_running").Params())
+    with Judge(client, image, run_id=test_run_id) as judge:
+        shell = judge.session(host)
+        try:
+            probe = Probe(backend.testinfra_host(shell, host.name), shell, host, root=HOST_ROOT)
+            baseline = check.snapshot(probe)
+            healthy = check.evaluate(probe, check.refine(probe, baseline))
+            assert healthy.passed, healthy.detail
+            # a fault's own process (a decoy, a hog) is the scenario's to judge
+            _adopted(client, host, "nohup sleep 900 </dev/null >/dev/null 2>&1 &")
+            baseline = check.refine(probe, baseline)
+            assert check.evaluate(probe, baseline).passed
+            # a service restarted through its init script, cron's own work: not new
+            _adopted(client, host, "service nginx restart >/dev/null; service cron restart >/dev/null")
+            outcome = check.evaluate(probe, baseline)
+            assert outcome.passed, outcome.detail
+            # a sleeper disguised as a PHP worker, holding a log open
+            disguised = "nohup bash -c 'exec -a \"php-fpm: pool www\" sleep 600' </dev/null"
+            disguised += " >>/var/log/nginx/access.log 2>&1 &"
+            _adopted(client, host, disguised)
+            outcome = check.evaluate(probe, baseline)
+            assert not outcome.passed
+            assert (
+                outcome.detail.startswith("left running: pid ")
+                and "/usr/bin/sleep (php-fpm: pool www 600)" in outcome.detail
+            )
+        finally:
+            shell.close()
