@@ -163,3 +163,15 @@ def test_what_a_session_left_running_fails_once_the_session_ended(client, host, 
             )
         finally:
             shell.close()
+
+
+def test_the_programs_gate_leaves_out_what_cron_runs_for_a_job() -> None:
+    """``processes_intact`` recorded Debian's php sessionclean (php8.2, sort), which cron runs
+    at :09 and :39, on a healthy host, and it had ended by the healthy proof."""
+    listing = (
+        "1 0 init\n40 1 cron\n41 40 cron\n42 41 sh\n43 42 sessionclean\n44 43 php8.2\n45 43 sort\n"
+        "50 1 nginx\n51 50 nginx\n60 0 bash\n61 60 log-shipper\n"
+    )
+    check = CHECKS.get("processes_intact")(CHECKS.get("processes_intact").Params())
+    recorded = check.snapshot(Probe(None, _Canned(listing), None))  # type: ignore[arg-type]
+    assert recorded == ["cron", "init", "log-shipper", "nginx"]  # a decoy the harness started stays
