@@ -9,7 +9,7 @@ import pytest
 from fixos.core.models import CommandResult
 from fixos.verifier import CHECKS, Probe
 from fixos.verifier.configuration import config_files
-from fixos.verifier.posture import listeners
+from fixos.verifier.posture import LISTED, READ_TRIES, listeners
 
 
 class _Canned:
@@ -42,13 +42,24 @@ def test_config_files_hash_tokens_not_layout() -> None:
 def test_listeners_name_address_and_socket_mode() -> None:
     ss = "tcp 0.0.0.0:80\ntcp 127.0.0.1:3306\nudp 127.0.0.11:41234\nunix /run/php/php8.2-fpm.sock\n"
     stat = "/proc/1/root/run/php/php8.2-fpm.sock 33:33 660\n"
-    probe = Probe(None, _Canned([ss, stat]), None, root="/proc/1/root")  # type: ignore[arg-type]
+    probe = Probe(None, _Canned([ss + LISTED, stat + LISTED]), None, root="/proc/1/root")  # type: ignore[arg-type]
     assert listeners(probe) == [
         "tcp 0.0.0.0:80",
         "tcp 127.0.0.1:3306",
         "udp 127.0.0.11:41234",  # the engine's resolver: the gate leaves it out, not the reading
         "unix /run/php/php8.2-fpm.sock 33:33 660",
     ]
+
+
+def test_listeners_not_read_to_the_end_are_unknown_not_gone() -> None:
+    """A reading cut short (an exported task's peer over ssh under load once gave nothing,
+    and every listener read as gone) is asked again, then fails as unreadable."""
+    cut = _Canned(["tcp 0.0.0.0:22\n"] * READ_TRIES)
+    with pytest.raises(RuntimeError, match="could not read the listeners"):
+        listeners(Probe(None, cut, None, root="/proc/1/root"))  # type: ignore[arg-type]
+    assert cut.outputs == []
+    late = _Canned(["", "tcp 0.0.0.0:22\n" + LISTED])
+    assert listeners(Probe(None, late, None, root="/proc/1/root")) == ["tcp 0.0.0.0:22"]  # type: ignore[arg-type]
 
 
 # -- on a live host -------------------------------------------------------------

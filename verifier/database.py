@@ -6,7 +6,6 @@ from typing import Any
 
 from fixos.core.models import Outcome
 from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
-from fixos.verifier.vantage import mariadb_command
 
 
 @CHECKS.register
@@ -21,7 +20,7 @@ class SqlValue(Check):
         equals: str | None = None
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
-        out = probe.shell.run(mariadb_command(self.params.query, probe.root) + " 2>&1", timeout=15)
+        out = probe.sql(self.params.query, timeout=15, connect_timeout=None)
         if out.exit_code != 0:
             return Outcome(False, f"query failed: {out.output.strip()[:200]}")
         value = out.output.strip().split("\t")[-1] if out.output.strip() else ""

@@ -10,7 +10,6 @@ is dropped at ``refine``; the rest must be as on the healthy host.
 from __future__ import annotations
 
 import re
-import time
 from typing import Any
 
 from pydantic import Field
@@ -19,7 +18,6 @@ from fixos.core.models import Outcome
 from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
 from fixos.verifier.config_tests import ARGV, tests_in_host
 from fixos.verifier.steady import named
-from fixos.verifier.vantage import mariadb_command
 
 _SYSTEM_SCHEMAS = ("information_schema", "performance_schema", "sys", "mysql")
 GRANT_TABLES = (
@@ -39,16 +37,6 @@ _LIST = (
 ).format(system=", ".join(f"'{s}'" for s in _SYSTEM_SCHEMAS))
 
 
-_FULL_RETRIES = 16
-"""clients killed mid-handshake briefly hold even the slot MariaDB keeps for root;
-on a loaded machine for more than a second (hard_4's partial repair was judged
-"Too many connections" once with 5 tries): ~5 s, paid only while it lasts."""
-
-
-def _mariadb(sql: str, root: str) -> str:
-    return mariadb_command(sql, root, connect_timeout=5) + " 2>&1"
-
-
 def _quoted(table: str) -> str:
     schema, _, name = table.partition(".")
     return f"`{schema.replace('`', '``')}`.`{name.replace('`', '``')}`"
@@ -58,19 +46,13 @@ def _contents(probe: Probe, also: list[str]) -> dict[str, Any] | str:
     """Databases and ``table -> checksum`` (CHECKSUM TABLE; ``NULL`` for a table
     that is gone) of every table outside the system schemas, plus ``also``;
     the server's answer as a string when it cannot be asked."""
-    for _ in range(_FULL_RETRIES):
-        listing = probe.shell.run(_mariadb(_LIST, probe.root), timeout=20)
-        if "Too many connections" not in listing.output:
-            break
-        time.sleep(0.3)
+    listing = probe.sql(_LIST)
     if not listing.ok:
         return listing.output.strip()[-200:] or f"mariadb exited {listing.exit_code}"
     rows = listing.output.splitlines()
     databases = sorted(r[2:] for r in rows if r.startswith("D ") and r[2:] not in _SYSTEM_SCHEMAS)
     tables = sorted({*(r[2:] for r in rows if r.startswith("T ")), *also})
-    sums = probe.shell.run(
-        _mariadb("CHECKSUM TABLE " + ", ".join(_quoted(t) for t in tables), probe.root), timeout=30
-    )
+    sums = probe.sql("CHECKSUM TABLE " + ", ".join(_quoted(t) for t in tables), timeout=30)
     if not sums.ok:
         return sums.output.strip()[-200:] or f"mariadb exited {sums.exit_code}"
     checksums = dict.fromkeys(tables, "NULL")

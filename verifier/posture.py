@@ -25,7 +25,6 @@ from typing import Any
 from fixos.core.models import Outcome
 from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
 from fixos.verifier.steady import named
-from fixos.verifier.vantage import mariadb_command
 
 # ss lists sockets of the network namespace it runs in: the looking side's session
 # is in the host's (an inspector joins it; the judge enters it; the exported verifier
@@ -41,12 +40,30 @@ ENGINE_DNS = "127.0.0.11:"
 start, and not the host's own (no program of the host opened it)."""
 
 
+LISTED = "fixos-listed"
+"""the last line of a reading that ran to its end: without it (a session timed out, an ssh
+hop to a peer under load), the host's listeners are unknown, not gone."""
+READ_TRIES = 3
+
+
+def _read(probe: Probe, command: str) -> str | None:
+    for _ in range(READ_TRIES):
+        out = probe.shell.run(f"{command}; echo {LISTED}", timeout=10).output
+        if out.rstrip().endswith(LISTED):
+            return out
+    return None
+
+
 def listeners(probe: Probe) -> list[str]:
-    """``tcp 0.0.0.0:80``, ``unix /run/php/php8.2-fpm.sock 33:33 660``, sorted."""
-    out = probe.shell.run(_LISTENERS, timeout=10)
+    """``tcp 0.0.0.0:80``, ``unix /run/php/php8.2-fpm.sock 33:33 660``, sorted.
+    RuntimeError when the looking side could not read them (an exported task's peer
+    over ssh under load once read as "every listener gone")."""
+    out = _read(probe, _LISTENERS)
+    if out is None:
+        raise RuntimeError(f"could not read the listeners ({READ_TRIES} tries)")
     found: set[str] = set()
     sockets: list[str] = []
-    for line in out.output.splitlines():
+    for line in out.splitlines():
         proto, _, address = line.strip().partition(" ")
         if proto in ("tcp", "udp") and address:
             found.add(f"{proto} {address}")
@@ -54,9 +71,11 @@ def listeners(probe: Probe) -> list[str]:
             sockets.append(address)
     if sockets:
         stats = " ".join(shlex.quote(probe.path(p)) for p in sorted(set(sockets)))
-        out = probe.shell.run(f"stat -c '%n %u:%g %a' {stats} 2>/dev/null; true", timeout=10)
+        modes = _read(probe, f"stat -c '%n %u:%g %a' {stats} 2>/dev/null")
+        if modes is None:
+            raise RuntimeError(f"could not read the sockets' modes ({READ_TRIES} tries)")
         root = probe.path("/")[:-1]
-        for line in out.output.splitlines():
+        for line in modes.splitlines():
             parts = line.rsplit(" ", 2)
             if len(parts) == 3 and parts[0].startswith(root):
                 found.add(f"unix {parts[0][len(root) :]} {parts[1]} {parts[2]}")
@@ -143,7 +162,7 @@ no setting of the operator's (a raised limit of connections is one, and stays ju
 def server_settings(probe: Probe) -> dict[str, str] | str:
     """Every global variable of the running MariaDB, or why it did not answer."""
     query = "SELECT LOWER(VARIABLE_NAME), VARIABLE_VALUE FROM information_schema.GLOBAL_VARIABLES"
-    out = probe.shell.run(mariadb_command(query, probe.root, connect_timeout=5) + " 2>&1", timeout=20)
+    out = probe.sql(query)
     if out.exit_code != 0:
         return out.output.strip()[-200:] or f"mariadb exited {out.exit_code}"
     found = dict(line.partition("\t")[::2] for line in out.output.splitlines())

@@ -7,7 +7,6 @@ from typing import Any
 
 from fixos.core.models import Outcome
 from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
-from fixos.verifier.vantage import mariadb_command
 
 # Every place Debian's cron reads a job from, fast or slow.
 CRON_PLACES = ["/etc/crontab", "/etc/cron.d", "/var/spool/cron/crontabs"]
@@ -16,7 +15,7 @@ CRON_PLACES = ["/etc/crontab", "/etc/cron.d", "/var/spool/cron/crontabs"]
 def _table_state(probe: Probe, table: str) -> tuple[str, str] | str:
     """(row count, content checksum) of ``table``, or the server's error."""
     query = f"SELECT COUNT(*) FROM {table}; CHECKSUM TABLE {table} EXTENDED"
-    out = probe.shell.run(mariadb_command(query, probe.root) + " 2>&1", timeout=20)
+    out = probe.sql(query, connect_timeout=None)
     lines = out.output.strip().splitlines()
     if out.exit_code != 0 or len(lines) != 2:
         return out.output.strip()[-200:] or f"mariadb exited {out.exit_code}"

@@ -82,6 +82,10 @@ class LocalShell:
         return None
 
 
+SSH_FAILED = 255
+SSH_TRIES = 3
+
+
 class PeerShell(LocalShell):
     """Each command in a fresh bash on a peer host, over ssh with the task's key."""
 
@@ -98,7 +102,13 @@ class PeerShell(LocalShell):
             "ssh -o BatchMode=yes -o ConnectTimeout=5 -o UpdateHostKeys=no "
             f"{shlex.quote(self.host)} {shlex.quote(remote)}"
         )
-        return dataclasses.replace(self._spawn(ssh, timeout, own_errors=True), command=command)
+        # ssh's own failure (255: the connection timed out on a loaded machine) is asked
+        # again: its empty output once read as "every listener of the peer gone".
+        for _ in range(SSH_TRIES):
+            result = self._spawn(ssh, timeout, own_errors=True)
+            if result.exit_code != SSH_FAILED:
+                break
+        return dataclasses.replace(result, command=command)
 
 
 class PeerAccess:
