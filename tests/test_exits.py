@@ -101,11 +101,15 @@ def test_a_kill_as_the_last_command_is_scored_after_the_exit(client, images, tes
     """easy_4's hog, killed in the agent's last command while busy loops starve it,
     still scores 1.0: the verdict waits for its exit, not for the loops. (Judged
     at once, with the wait switched off, it scored 0.0 in 8 of 8 tries here: the
-    hog still held its memory; with it, 1.0 in 8 of 8 after 0.7-1.4 s.)"""
+    hog still held its memory; with it, 1.0 in 8 of 8 after 0.7-1.4 s.) The loops
+    are a busy machine's, in a session from outside that outlives the verdict: left
+    by the agent, they are work left running, and ``nothing_new_running`` fails it."""
     with Episode(load_catalog()["easy_4"], 1, client=client, images=images, run_id=test_run_id) as ep:
         pid = ep.faults[0].seeded["pid"]
         ep.shell.run(f"taskset -p -c 0 {pid} && chrt -i -p 0 {pid}")
-        ep.shell.run(STARVE_CPU0)
+        busy = client.containers.get(ep.host.handle.container_id)
+        busy.exec_run(["sh", "-c", STARVE_CPU0 + "; wait"], detach=True)
+        time.sleep(0.5)
         ep.shell.run(f"kill {pid}")
         verdict = ep.verify()
     assert verdict.reward == 1.0, [c.detail for c in verdict.checks]

@@ -40,12 +40,13 @@ def test_cpu_sample_finds_the_loops_and_leaves_itself_out(live_host):
         shell.run("for i in $(seq 300); do sleep 1000 & done; sleep 0.2")
         # A busy loop wants a whole core; the sample's two readings of /proc are a few
         # milliseconds apart per process, so it reads a little above 100 now and then (107 on
-        # a quiet CI rehearsal). What matters is far from the 30% line either way.
+        # a quiet CI rehearsal), and below 85 when the machine's other work shares the two
+        # cores (59 in one). What matters is far from the 30% line either way.
         for _ in range(3):
             rows = {row.pid: row for row in sample_cpu(shell)}
             assert me not in rows, f"the sampling shell counted itself: {rows[me]}"
-            assert loop in rows and 85 <= rows[loop].percent <= 115, rows
-            assert rows[named].comm == "my job (2)" and 85 <= rows[named].percent <= 115, rows
+            assert loop in rows and 50 <= rows[loop].percent <= 115, rows
+            assert rows[named].comm == "my job (2)" and 50 <= rows[named].percent <= 115, rows
     finally:
         shell.run("pkill -x sleep; pkill -f 'while :; do :; done'; pkill -f '/tmp/my job'")
         shell.close()
