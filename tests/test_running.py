@@ -102,6 +102,9 @@ def test_a_new_shape_and_an_extra_copy_fail_naming_them() -> None:
     )
     outcome = check.evaluate(Probe(None, _Canned(second_cron), None, root=HOST_ROOT), baseline)  # type: ignore[arg-type]
     assert not outcome.passed and "2 of '/usr/sbin/cron -f' (healthy: 1)" in outcome.detail, outcome.detail
+    # a listing cut short (no init in it) is no reading: the check fails, never passes empty
+    with pytest.raises(RuntimeError, match="could not list"):
+        check.evaluate(Probe(None, _Canned(""), None, root=HOST_ROOT), baseline)  # type: ignore[arg-type]
     # the exported verifier (inside the host) does not judge this
     assert check.snapshot(Probe(None, _Canned(_WALKED), None, root="")) is None  # type: ignore[arg-type]
 

@@ -81,6 +81,8 @@ def _walk(probe: Probe) -> dict[int, Proc]:
             pid = int(parts[0])
             args = parts[3] if len(parts) == 4 else ""
             procs[pid] = Proc(pid, int(parts[1]), parts[2], args, exe_of.get(pid, ""))
+    if 1 not in procs:  # a listing without the host's init is none: fail, never pass empty
+        raise RuntimeError(f"could not list the host's processes: {out.strip()[:120]!r}")
     return procs
 
 
