@@ -115,8 +115,11 @@ class SessionPool:
         """Close every session that does not answer as itself; whether one is left."""
         with self._cond:
             shells, self._all, self._free = self._all, [], []
-        for shell in shells:
-            if answers(shell):
+        # side by side: each answer also copies the host's name files again (about 8 ms)
+        with ThreadPoolExecutor(max_workers=max(1, len(shells))) as asking:
+            answered = list(asking.map(answers, shells))
+        for shell, ok in zip(shells, answered, strict=True):
+            if ok:
                 self._all.append(shell)
             else:
                 shell.close()

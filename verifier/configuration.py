@@ -25,7 +25,7 @@ from typing import Any
 
 from fixos.core.models import Outcome
 from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
-from fixos.verifier.steady import named
+from fixos.verifier.steady import file_changes
 
 TREES = (
     "/etc/nginx",
@@ -139,12 +139,8 @@ class ConfigUnchanged(Check):
                 deleted.append(path)
             else:
                 changed.append(path)
-        problems = [
-            f"{what}: {named(paths)}"
-            for what, paths in (("added", added), ("deleted", deleted), ("changed", changed))
-            if paths
-        ]
+        problems = file_changes(added, deleted, changed)
         if problems:
-            return Outcome(False, "configuration differs from the healthy host's: " + "; ".join(problems))
+            return Outcome(False, "configuration differs from the healthy host's: " + problems)
         left = f"; {len(faults)} the faults changed, as they left them or repaired" if faults else ""
         return Outcome(True, f"{len(healthy)} configuration files as on the healthy host{left}")

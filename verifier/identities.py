@@ -20,7 +20,7 @@ from typing import Any
 
 from fixos.core.models import Outcome
 from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
-from fixos.verifier.steady import named
+from fixos.verifier.steady import file_changes
 
 HOST_KEYS = "ssh_host_*"
 _FIND = (
@@ -77,11 +77,7 @@ class IdentitiesKept(Check):
         changed = sorted(p for p in baseline if p in now and now[p] != baseline[p])
         deleted = sorted(p for p in baseline if p not in now)
         added = sorted(p for p in now if p not in baseline and not p.startswith("/etc/ssh/ssh_host_"))
-        problems = [
-            f"{what}: {named(paths)}"
-            for what, paths in (("added", added), ("deleted", deleted), ("changed", changed))
-            if paths
-        ]
+        problems = file_changes(added, deleted, changed)
         if problems:
-            return Outcome(False, "keys differ from this episode's: " + "; ".join(problems))
+            return Outcome(False, "keys differ from this episode's: " + problems)
         return Outcome(True, f"{len(now)} key file(s) as this episode's host had them")

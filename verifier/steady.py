@@ -30,6 +30,12 @@ def named(paths: list[str], limit: int = SHOWN) -> str:
     return ", ".join(paths[:limit]) + (f" (+{more} more)" if more > 0 else "")
 
 
+def file_changes(added: list[str], deleted: list[str], changed: list[str]) -> str:
+    """``added: a; deleted: b; changed: c``, each part only when it names something ("" if none)."""
+    parts = (("added", added), ("deleted", deleted), ("changed", changed))
+    return "; ".join(f"{what}: {named(paths)}" for what, paths in parts if paths)
+
+
 # Where programs, the libraries they load and the init scripts live; merged-/usr
 # Debian links /bin, /sbin and /lib* into /usr, but a link can be replaced too.
 _PROGRAM_PATHS = re.compile(
