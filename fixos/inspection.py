@@ -28,9 +28,10 @@ from docker.errors import DockerException
 
 from fixos.core.errors import ShellError, StackError
 from fixos.core.models import CheckResult, CommandResult, Verdict
+from fixos.stack.facts import HostFacts
 from fixos.stack.hosts import LiveHost
 from fixos.stack.inspector import HOST_ROOT, Inspector
-from fixos.stack.judge import REFRESH_NAMES, Judge
+from fixos.stack.judge import NAME_FILES, REFRESH_NAMES, Judge
 from fixos.verifier import CheckEntry, Probe
 from fixos.verifier.backend import testinfra_host
 from fixos.verifier.verify import reward_of
@@ -148,9 +149,11 @@ def _looking(
     hosts: Mapping[str, LiveHost],
     patient: bool,
     memos: dict[str, dict[str, Any]] | None = None,
+    facts: Mapping[str, HostFacts | None] | None = None,
 ) -> Looking:
     """The probes of one judgement over each host's session, whichever vantage opened it;
-    ``memos``: what checks keep per host from one judgement of an episode to the next."""
+    ``memos``: what checks keep per host from one judgement of an episode to the next;
+    ``facts``: the judgement's fingerprints of each host, where taken."""
     probes = {
         name: Probe(
             testinfra_host(shell, name),  # type: ignore[arg-type]
@@ -159,6 +162,7 @@ def _looking(
             patient,
             root=HOST_ROOT,
             memo=None if memos is None else memos.setdefault(name, {}),
+            known_facts=(facts or {}).get(name),
         )
         for name, shell in shells.items()
     }
@@ -222,6 +226,8 @@ class JudgeSessions:
         self.hosts = hosts
         self._kept: dict[str, SessionPool] = {}
         self._memos: dict[str, dict[str, Any]] = {}
+        self._names: dict[str, bytes] = {}
+        """per host, the fingerprint of its name files when its sessions last copied them."""
 
     @classmethod
     def kept(
@@ -242,37 +248,48 @@ class JudgeSessions:
                 return WatchedShell(None, f"{KILLED}: {exc}")
             raise  # the host is gone, or the judge: the harness's failure
 
-    def _answers(self, shell: WatchedShell) -> bool:
+    def _answers(self, shell: WatchedShell, refresh: bool = True) -> bool:
         if shell.error is not None:
             return False
         token = secrets.token_hex(8)
+        copy = REFRESH_NAMES if refresh else ""
         try:
-            answer = shell.run(f"{REFRESH_NAMES} builtin echo {token}", timeout=self.ANSWER_SECONDS)
+            answer = shell.run(f"{copy} builtin echo {token}", timeout=self.ANSWER_SECONDS)
         except ShellError:
             return False
         return answer.ok and answer.output.strip() == token
 
-    def _ready(self, name: str) -> SessionPool:
-        kept = self._kept.pop(name, None)
+    def _ready(self, name: str, facts: HostFacts | None) -> SessionPool:
+        # The copies of the name files are taken again only when the files changed since
+        # the last copy (the facts fingerprint them; without facts, always): ~8 ms a session.
+        names = None if facts is None else facts.files((), entries=NAME_FILES)
+        kept, copied = self._kept.pop(name, None), self._names.pop(name, None)
         if kept is not None:
-            if kept.keep_answering(self._answers):
+            refresh = names is None or names != copied
+            if kept.keep_answering(lambda shell: self._answers(shell, refresh)):
+                if names is not None:
+                    self._names[name] = names
                 return kept
             kept.close()
-        return SessionPool(self._open(name), lambda: self._open(name), self.SESSIONS_PER_HOST)
+        pool = SessionPool(self._open(name), lambda: self._open(name), self.SESSIONS_PER_HOST)
+        if names is not None:
+            self._names[name] = names  # a session copies them when it opens
+        return pool
 
     @contextlib.contextmanager
     def looking(self, *, patient: bool) -> Iterator[Looking]:
         """The probes of one judgement over the kept sessions (opened or renewed as needed)."""
         names = list(self.hosts)
+        facts = {name: _facts_of(self.hosts[name]) for name in names}
         with ThreadPoolExecutor(max_workers=max(1, len(names))) as openers:
-            ready = {name: openers.submit(self._ready, name) for name in names}
+            ready = {name: openers.submit(self._ready, name, facts[name]) for name in names}
             failed = [f.exception() for f in ready.values() if f.exception() is not None]
             for name, future in ready.items():
                 if future.exception() is None:
                     self._kept[name] = future.result()
         if failed:
             raise failed[0]  # type: ignore[misc]
-        yield _looking(dict(self._kept), self.hosts, patient, self._memos)
+        yield _looking(dict(self._kept), self.hosts, patient, self._memos, facts)
 
     def close(self) -> None:
         kept, self._kept = self._kept, {}
@@ -309,6 +326,12 @@ def vantage(
             return sessions.looking(patient=patient)
         return judged(judge, hosts, patient=patient)
     return inspected(client, hosts, image, patient=patient)
+
+
+def _facts_of(host: LiveHost) -> HostFacts | None:
+    """A judgement's fingerprints of ``host`` (read as checks ask), where this machine reads it."""
+    read = getattr(host, "facts", None)
+    return read() if read is not None else None
 
 
 def _running(client: docker.DockerClient, host: LiveHost) -> bool:

@@ -66,12 +66,18 @@ class HostFiles:
 
     def __init__(self, pid: int) -> None:
         """OSError when this process cannot open ``/proc/<pid>/root`` or the kernel has no openat2."""
+        self.pid = pid
         self._root = os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             os.close(open_in_root(self._root, "/"))
         except OSError:
             os.close(self._root)
             raise
+
+    @property
+    def root_fd(self) -> int:
+        """The host's root, held open (``O_PATH``): for ``open_in_root``."""
+        return self._root
 
     def read(self, path: str, limit: int) -> bytes | None:
         """The bytes of the regular file at ``path``; None when there is none (or it is a

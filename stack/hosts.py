@@ -11,7 +11,6 @@ import io
 import os
 import secrets
 import shlex
-import socket
 import tarfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -29,8 +28,9 @@ from fixos.shells.base import Shell
 from fixos.shells.exec import ExecShell
 from fixos.shells.ssh import SshShell, new_key, public_line
 from fixos.stack.disk_guard import DiskWatch, bounds_of, disk_mode, host_storage_opt, host_ulimits
+from fixos.stack.facts import HostFacts
 from fixos.stack.host_files import LocalView, local_view
-from fixos.stack.names import container_name
+from fixos.stack.names import container_name, owner_label
 from fixos.stack.networks import create_network
 from fixos.stack.overlay import overlay_changes
 from fixos.stack.programs import run_program
@@ -62,32 +62,10 @@ READY_PROBES = {
 }
 
 
-def _start_time(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return "0"
-
-
 def host_tmpfs(spec: HostSpec) -> dict[str, str]:
     """/var/log is a filesystem of its own; /tmp too when the scenario sizes it."""
     log = {"/var/log": f"size={spec.log_disk_mb}m,nr_inodes={spec.log_disk_inodes},mode=0755"}
     return log if spec.tmp_disk_mb is None else {**log, "/tmp": f"size={spec.tmp_disk_mb}m,mode=1777"}
-
-
-def owner_label() -> str:
-    """This process, in a form that survives PID reuse."""
-    pid = os.getpid()
-    return f"{socket.gethostname()}:{pid}:{_start_time(pid)}"
-
-
-def owner_alive(label: str) -> bool:
-    host, _, rest = label.partition(":")
-    pid, _, started = rest.partition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return True  # another machine's run: not ours to judge
-    return os.path.exists(f"/proc/{pid}") and _start_time(int(pid)) == started
 
 
 class LiveHost:
@@ -168,6 +146,13 @@ class LiveHost:
         if self._local is None:  # asked once: a container's layers and root never move
             self._local = local_view(self._client, self.handle.container_id)
         return self._local
+
+    def facts(self) -> HostFacts | None:
+        """Fingerprints of its state read from this machine (``fixos.stack.facts``); None elsewhere."""
+        view = self._view()
+        if view.layers is None or view.files is None:
+            return None
+        return HostFacts(view.files.pid, view.layers.upper, view.files.root_fd)
 
     @property
     def reads_locally(self) -> bool:

@@ -36,8 +36,9 @@ from docker.errors import APIError, DockerException, NotFound
 
 from fixos.core.errors import StackError
 from fixos.shells.exec import ExecShell
-from fixos.stack.hosts import LABEL_EPISODE, LABEL_OWNER, LABEL_RUN, LiveHost, owner_label
+from fixos.stack.hosts import LABEL_EPISODE, LABEL_OWNER, LABEL_RUN, LiveHost
 from fixos.stack.images import Say, ensure_image
+from fixos.stack.names import owner_label
 from fixos.verifier import vantage
 
 IMAGE_NAME = "inspector"

@@ -58,7 +58,8 @@ from docker.errors import APIError, DockerException, NotFound
 
 from fixos.core.errors import ShellError, StackError
 from fixos.shells.exec import ExecShell
-from fixos.stack.hosts import LABEL_OWNER, LABEL_RUN, LiveHost, owner_label
+from fixos.stack.hosts import LABEL_OWNER, LABEL_RUN, LiveHost
+from fixos.stack.names import owner_label
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ CAPABILITIES = ("SYS_PTRACE", "DAC_READ_SEARCH", "SYS_ADMIN")
 # need them fail. A kept session copies them again at each judgement (REFRESH_NAMES,
 # written in place so the binds stay): a copy from the first judgement, the fault's
 # /etc/hosts, once failed a repaired host's db_reachable.
-_NAME_FILES = ("/etc/hosts", "/etc/resolv.conf")
+NAME_FILES = ("/etc/hosts", "/etc/resolv.conf")
 
 
 def _copy_name_file(path: str) -> str:
@@ -85,11 +86,11 @@ def _copy_name_file(path: str) -> str:
     )
 
 
-REFRESH_NAMES = " ".join(_copy_name_file(path) for path in _NAME_FILES)
+REFRESH_NAMES = " ".join(_copy_name_file(path) for path in NAME_FILES)
 """What a kept session runs before each judgement: the host's name files copied again."""
 _BINDS = " && ".join(
     f": > /run/{name} && mount --bind /run/{name} {path}"
-    for path, name in ((path, path.rsplit("/", 1)[1]) for path in _NAME_FILES)
+    for path, name in ((path, path.rsplit("/", 1)[1]) for path in NAME_FILES)
 )
 _NAMES = f"mount -t tmpfs -o size=256k,mode=0755 names /run && {{ {_BINDS}; {REFRESH_NAMES} }}"
 _MOUNT_PROC = (

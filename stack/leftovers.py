@@ -11,7 +11,8 @@ import docker
 from docker.errors import APIError, NotFound
 
 from fixos.core.errors import StackError
-from fixos.stack.hosts import LABEL_OWNER, LABEL_RUN, owner_alive
+from fixos.stack.hosts import LABEL_OWNER, LABEL_RUN
+from fixos.stack.names import owner_alive
 
 
 def remove_labelled(client: docker.DockerClient, *, run_id: str | None = None) -> int:

@@ -16,8 +16,9 @@ from fixos.durability import STABLE_CHECK
 from fixos.episodes import Episode, run_episode
 from fixos.records.rundir import RunDir
 from fixos.scenarios.catalog import load_catalog
-from fixos.stack.hosts import LABEL_OWNER, LABEL_RUN, owner_label
+from fixos.stack.hosts import LABEL_OWNER, LABEL_RUN
 from fixos.stack.leftovers import sweep_dead_runs
+from fixos.stack.names import owner_label
 
 pytestmark = pytest.mark.live
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -19,12 +20,24 @@ SQL_TRIES = 16
 """how often ``Probe.sql`` asks while the server says "Too many connections"."""
 
 
+class Facts(Protocol):
+    """Fingerprints of a host's state read from outside it (``fixos.stack.facts``): equal
+    fingerprints at two judgements mean nothing they cover changed in between."""
+
+    def files(self, trees: Sequence[str], *, contents: bool = True, entries: Sequence[str] = ()) -> bytes: ...
+
+    def processes(self) -> bytes: ...
+
+    def listening(self) -> bytes: ...
+
+
 class HostAccess(Protocol):
     """Ways to look at a host from outside it, which nothing inside can fake.
 
     An access may also offer ``changes() -> dict[str, str]``: path -> ``A``/``C``/``D``
     against the image, from the engine (``LiveHost.changes``); without it the
-    ``programs_unchanged`` gate cannot judge (the exported in-host verifier).
+    ``programs_unchanged`` gate cannot judge (the exported in-host verifier). And
+    ``facts() -> Facts | None`` (``LiveHost.facts``): without them, nothing is kept.
     """
 
     name: str
@@ -55,6 +68,23 @@ class Probe:
 
     db_turn: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     """one SQL client of this judgement at a time in the host (``sql``)."""
+
+    known_facts: Facts | None = field(default=None, repr=False, compare=False)
+    """this judgement's fingerprints of the host, where the vantage took them already."""
+    _facts: list[Facts | None] = field(default_factory=list, repr=False, compare=False)
+    _facts_turn: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def facts(self) -> Facts | None:
+        """The host's fingerprints for this judgement (each kind read when first asked: the
+        ``alone`` checks ask before any other check's command runs), where outcomes may be
+        kept: a running score (not ``patient``) with a memo, on a host read from this machine."""
+        with self._facts_turn:
+            if not self._facts:
+                read = getattr(self.access, "facts", None)
+                usable = self.memo is not None and not self.patient and read is not None
+                found = self.known_facts or (read() if usable and read is not None else None)
+                self._facts.append(found if usable else None)
+            return self._facts[0]
 
     def path(self, path: str) -> str:
         """``path`` on the host as ``shell`` reaches it."""
@@ -112,6 +142,13 @@ class Check:
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
         raise NotImplementedError
+
+    def facts(self, facts: Facts, baseline: Any) -> bytes | None:
+        """What this check's outcome follows from, as ``facts`` fingerprint it: where that
+        is the same as at the episode's previous judgement, a running score keeps the
+        outcome instead of looking again (``verify``). None, the default: looked at every
+        time (what no fingerprint covers: a daemon's protocol, pages, CPU)."""
+        return None
 
 
 CHECKS: Registry[Check] = Registry("check type")

@@ -24,7 +24,7 @@ import shlex
 from typing import Any
 
 from fixos.core.models import Outcome
-from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
+from fixos.verifier.base import CHECKS, Check, CheckParams, Facts, Probe
 from fixos.verifier.steady import file_changes
 
 TREES = (
@@ -124,6 +124,9 @@ class ConfigUnchanged(Check):
             p: now.get(p, "gone") for p in set(healthy) | set(now) if now.get(p, "gone") != healthy.get(p)
         }
         return {"healthy": healthy, "faults": faults}
+
+    def facts(self, facts: Facts, baseline: Any) -> bytes | None:
+        return facts.files(self.params.trees)
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
         now = config_files(probe, self.params.trees)

@@ -19,7 +19,7 @@ import shlex
 from typing import Any
 
 from fixos.core.models import Outcome
-from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
+from fixos.verifier.base import CHECKS, Check, CheckParams, Facts, Probe
 from fixos.verifier.steady import file_changes
 
 HOST_KEYS = "ssh_host_*"
@@ -66,6 +66,9 @@ class IdentitiesKept(Check):
 
     def refine(self, probe: Probe, baseline: Any) -> Any:
         return None if baseline is None else {"keys": identities(probe)}
+
+    def facts(self, facts: Facts, baseline: Any) -> bytes | None:
+        return facts.files(["/etc/ssh", "/root/.ssh"])
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
         if baseline is None:

@@ -15,8 +15,8 @@ from typing import Any
 from pydantic import Field
 
 from fixos.core.models import Outcome
-from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
-from fixos.verifier.config_tests import ARGV, tests_in_host
+from fixos.verifier.base import CHECKS, Check, CheckParams, Facts, Probe
+from fixos.verifier.config_tests import ARGV, CONFIG_NAMES, CONFIG_NEIGHBOURS, CONFIG_TREES, tests_in_host
 from fixos.verifier.steady import named
 
 _SYSTEM_SCHEMAS = ("information_schema", "performance_schema", "sys", "mysql")
@@ -92,6 +92,10 @@ class DatabaseUnchanged(Check):
             "tables": {t: s for t, s in baseline["tables"].items() if now["tables"].get(t) == s},
             "read_after_faults": True,
         }
+
+    def facts(self, facts: Facts, baseline: Any) -> bytes | None:
+        # InnoDB writes its redo log at every commit, MyISAM and Aria their files, DDL its own
+        return facts.processes() + facts.files(["/var/lib/mysql"])
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
         now = _contents(probe, self.params.grant_tables)
@@ -292,6 +296,11 @@ class ServicesOfficial(Check):
             "must_run": [n for n in baseline["must_run"] if n in official],
             "must_test": [n for n in baseline["must_test"] if not tests.get(n)],
         }
+
+    def facts(self, facts: Facts, baseline: Any) -> bytes | None:
+        # its processes, and what the daemons' config tests read (``config_tests``)
+        read = facts.files(CONFIG_TREES, entries=(*CONFIG_NEIGHBOURS, *CONFIG_NAMES))
+        return facts.processes() + read
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
         masters, tests = self._masters(probe, baseline["healthy"])

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import Field
 
 from fixos.core.models import Outcome
-from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
+from fixos.verifier.base import CHECKS, Check, CheckParams, Facts, Probe
 from fixos.verifier.steady import named
 
 _FORMAT = r"%U:%G:%m:%y\t%p\n"
@@ -135,6 +135,9 @@ class ModesUnchanged(Check):
             "disturbed": sorted({*baseline["disturbed"], *found.changed}),
             "world_writable": sorted({*baseline["world_writable"], *found.world_writable}),
         }
+
+    def facts(self, facts: Facts, baseline: Any) -> bytes | None:
+        return None if self.params.root else facts.files(self.params.trees, contents=False)
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
         found = self._compare(probe, self._judged(baseline))

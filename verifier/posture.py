@@ -23,7 +23,7 @@ import shlex
 from typing import Any
 
 from fixos.core.models import Outcome
-from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
+from fixos.verifier.base import CHECKS, Check, CheckParams, Facts, Probe
 from fixos.verifier.steady import named
 
 # ss lists sockets of the network namespace it runs in: the looking side's session
@@ -109,6 +109,11 @@ class ListenersUnchanged(Check):
     def refine(self, probe: Probe, baseline: Any) -> Any:
         now, healthy = self._now(probe), set(baseline["healthy"])
         return {**baseline, "faults_took": sorted(healthy - now), "faults_added": sorted(now - healthy)}
+
+    def facts(self, facts: Facts, baseline: Any) -> bytes | None:
+        # a new UNIX socket moves the listening tables; the known ones' owners and modes, files
+        known = sorted({line.split(" ")[1] for line in baseline["healthy"] if line.startswith("unix /")})
+        return facts.processes() + facts.listening() + facts.files(known, contents=False)
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
         now, healthy = self._now(probe), set(baseline["healthy"])

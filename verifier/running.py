@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fixos.core.models import Outcome
-from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
+from fixos.verifier.base import CHECKS, Check, CheckParams, Facts, Probe
 
 _WALK = (
     "ps -e -ww -o pid=,ppid=,stat=,args= 2>/dev/null; echo '--'; "
@@ -170,6 +170,9 @@ class NothingNewRunning(Check):
         if not probe.root:
             return None  # the exported verifier: the task's own runner leaves its processes in the host
         return _record(probe)
+
+    def facts(self, facts: Facts, baseline: Any) -> bytes | None:
+        return facts.processes()
 
     def refine(self, probe: Probe, baseline: Any) -> Any:
         if baseline is None:

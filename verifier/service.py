@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from fixos.core.models import Outcome
-from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
+from fixos.verifier.base import CHECKS, Check, CheckParams, Facts, Probe
 from fixos.verifier.vantage import SERVICE_DAEMONS, service_running_command
 
 
@@ -21,6 +21,9 @@ class ServiceRunning(Check):
 
     class Params(CheckParams):
         service: str
+
+    def facts(self, facts: Facts, baseline: Any) -> bytes | None:
+        return facts.processes() + facts.files(["/run"])  # the daemon and its pid file
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
         service = self.params.service
@@ -44,6 +47,9 @@ class PortListening(Check):
         port: int
         program: str | None = None
         """when set, the listener must be this program (as ``ss -p`` names it)."""
+
+    def facts(self, facts: Facts, baseline: Any) -> bytes | None:
+        return facts.processes() + facts.listening()
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
         port = self.params.port

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from fixos.core.models import Outcome
 from fixos.shells.probes import sample_cpu
-from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
+from fixos.verifier.base import CHECKS, Check, CheckParams, Facts, Probe
 from fixos.verifier.vantage import filesystem_use_command
 
 # Processes that come and go on any host, or belong to the verifier itself.
@@ -115,6 +115,9 @@ class ProcessesIntact(Check):
 
     def refine(self, probe: Probe, baseline: Any) -> Any:
         return sorted(set(baseline) & _daemons(probe))
+
+    def facts(self, facts: Facts, baseline: Any) -> bytes | None:
+        return facts.processes()
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
         missing = sorted(set(baseline or []) - _daemons(probe))

@@ -147,11 +147,27 @@ def refine(
     )
 
 
-def _evaluate(check: Check, probe: Probe, baseline: Any) -> Outcome:
+KEPT = "kept outcomes"
+"""where a host's memo keeps, per check, the facts and outcome of its last look."""
+
+
+def _evaluate(check: Check, probe: Probe, baseline: Any, name: str = "") -> Outcome:
+    """The check's outcome; kept from the episode's previous judgement of the host where
+    the check's facts (``Check.facts``) and its baseline are the same (a running score only:
+    ``Probe.facts`` is None elsewhere)."""
     try:
-        return check.evaluate(probe, baseline)
+        facts = probe.facts()
+        key = None if facts is None or probe.memo is None else check.facts(facts, baseline)
+        if key is not None:
+            kept = probe.memo.setdefault(KEPT, {}).get(name)  # type: ignore[union-attr]
+            if kept is not None and kept[0] is baseline and kept[1] == key:
+                return kept[2]
+        outcome = check.evaluate(probe, baseline)
     except Exception as exc:  # a broken check fails alone; the others still count
         return Outcome(False, f"check raised {type(exc).__name__}: {exc}")
+    if key is not None:
+        probe.memo[KEPT][name] = (baseline, key, outcome)  # type: ignore[index]
+    return outcome
 
 
 def verify(
@@ -164,7 +180,7 @@ def verify(
     built = _build(entries, registry)
     futures = _all_at_once(
         [
-            (partial(_evaluate, check, probes[entry.host], baseline.get(entry.name)), check.alone)
+            (partial(_evaluate, check, probes[entry.host], baseline.get(entry.name), entry.name), check.alone)
             for entry, check in built
         ]
     )

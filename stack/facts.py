@@ -1,0 +1,229 @@
+"""A host's state in a few milliseconds: facts read from this machine, from outside the
+host, that say whether anything a check looks at may have changed since the last look.
+
+The running score (``progress``: every step of a trainer) judged every check again
+at every step, about 100 ms of commands in the host for a step that usually changed
+nothing. A check declares which facts its outcome follows from (``Check.facts``);
+where they are the same as at the episode's previous judgement, the outcome is kept
+(``fixos.verifier.verify``). The facts are fingerprints, never evidence: the verdict
+still comes from the checks, and the final verdict asks every check again.
+
+Read only where the host's init is a process of this machine (the overlay walk's
+proof, ``fixos.stack.overlay``), with nothing run in the host and no engine call:
+- **files**: every entry of the host's overlay upper directory (what it changed
+  against its image: nothing else can differ) and of its own mounts (``/var/log``'s
+  tmpfs, the engine's ``/etc/hosts``), by owner, mode and type, and, for contents,
+  size, modification and change times and inode. The change time is the kernel's:
+  no one in the host can set it back (``touch -r`` sets the other two). It is stamped
+  from a coarse clock, so an entry changed within ``SETTLING_NS`` of the reading
+  makes the facts equal to no others: a write in the same clock tick cannot hide.
+- **processes**: every process of the host's PID namespace (the judge's sessions and
+  the agent's included) by PID, parent, start time, owner, stopped/zombie, program
+  and command line.
+- **listening**: the host's TCP listeners, UDP sockets and listening UNIX sockets, by
+  address, owner and inode, from its network namespace's own tables.
+
+What facts do not see, and checks that depend on it declare no facts (asked at every
+judgement): a daemon's state changed through its own protocol (MariaDB's ``SET
+GLOBAL``), answers over the network (pages, TLS), CPU and memory use, the firewall and
+queueing rules, and a socket handed from one process to another that was already there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+from fixos.stack.host_files import open_in_root
+
+SETTLING_NS = 50_000_000
+"""an entry changed this recently (50 ms, more than a few ticks of the kernel's coarse
+clock) may change again with the same times: such facts never equal others."""
+
+_PSEUDO = ("/proc", "/sys", "/dev")
+"""mounts whose entries are the kernel's, not the host's state."""
+
+Entry = tuple[str, int, int, int, int, int, int, int]
+"""path, mode, owner, group, size, modification ns, change ns, inode."""
+
+
+def _under(path: str, tree: str) -> bool:
+    tree = tree.rstrip("/") or "/"
+    return tree == "/" or path == tree or path.startswith(tree + "/")
+
+
+def _related(path: str, trees: Sequence[str], entries: Sequence[str]) -> bool:
+    """``path`` lies in one of ``trees``, is one of ``entries``, or is a directory above
+    one of either (a link or mode swapped there changes what lies below)."""
+    return any(_under(path, t) or _under(t, path) for t in trees) or any(_under(e, path) for e in entries)
+
+
+def _entry(rel: str, st: os.stat_result) -> Entry:
+    return (rel, st.st_mode, st.st_uid, st.st_gid, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+def _mounts(pid: int) -> list[tuple[str, str]]:
+    """(mount point, filesystem type) of the host's own mounts, but its root and the kernel's."""
+    found = []
+    with open(f"/proc/{pid}/mountinfo", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            fields, _, rest = line.partition(" - ")
+            point = fields.split()[4].encode().decode("unicode_escape")
+            if point != "/" and not any(_under(point, p) for p in _PSEUDO):
+                found.append((point, rest.split()[0]))
+    return found
+
+
+class HostFacts:
+    """One reading of one host's facts, each kind read once, when first asked (checks ask
+    from several threads)."""
+
+    def __init__(self, pid: int, upper: str, root_fd: int) -> None:
+        self._pid, self._upper, self._root = pid, upper, root_fd
+        self._locks = {kind: threading.Lock() for kind in ("files", "processes", "listening")}
+        self._read: dict[str, object] = {}
+        self._started = time.time_ns()
+
+    def _once(self, kind: str, read: Callable[[], object]) -> object:
+        with self._locks[kind]:  # each kind once; different kinds side by side
+            if kind not in self._read:
+                self._read[kind] = read()
+            return self._read[kind]
+
+    # -- files ------------------------------------------------------------
+
+    def _entries(self) -> list[Entry]:
+        entries: list[Entry] = []
+        top = self._upper
+        for dirpath, dirnames, filenames in os.walk(top):
+            for name in dirnames + filenames:
+                full = f"{dirpath}/{name}"
+                try:
+                    st = os.lstat(full)
+                except FileNotFoundError:
+                    continue
+                entry = _entry(full[len(top) :], st)
+                opaque = stat.S_ISDIR(st.st_mode) and _xattrs(full)
+                entries.append(entry if not opaque else (*entry[:-1], -entry[-1]))
+        for point, kind in _mounts(self._pid):
+            entries.extend(self._mounted(point, kind))
+        return entries
+
+    def _mounted(self, point: str, kind: str) -> Iterable[Entry]:
+        """The entries of one of the host's mounts, opened inside the host's root (a link the
+        host planted on the way resolves there, never in this machine's root)."""
+        try:
+            handle = open_in_root(self._root, point)
+        except OSError:
+            return [(point, -1, 0, 0, 0, 0, 0, 0)]
+        try:
+            st = os.fstat(handle)
+            if not stat.S_ISDIR(st.st_mode) or kind not in ("tmpfs", "ramfs"):
+                return [_entry(point, st)]  # a file the engine binds (/etc/hosts), or a link
+            top = os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return [(point, -2, 0, 0, 0, 0, 0, 0)]
+        finally:
+            os.close(handle)
+        entries = [_entry(point, st)]
+        try:
+            for dirpath, dirnames, filenames, fd in os.fwalk(".", dir_fd=top):
+                for name in dirnames + filenames:
+                    try:
+                        inner = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue
+                    entries.append(_entry(f"{point}/{dirpath[2:]}/{name}".replace("//", "/"), inner))
+        finally:
+            os.close(top)
+        return entries
+
+    def files(self, trees: Sequence[str], *, contents: bool = True, entries: Sequence[str] = ()) -> bytes:
+        """A digest of what the host changed in ``trees``, at ``entries`` (each by itself,
+        not what lies below) and above either: owners, modes and types, and with
+        ``contents`` sizes and times too. Unique when an entry there changed within
+        ``SETTLING_NS`` of the reading."""
+        found = self._once("files", self._entries)
+        assert isinstance(found, list)
+        digest = hashlib.sha256()
+        for entry in found:
+            if not _related(entry[0], trees, entries):
+                continue
+            if contents and self._started - entry[6] < SETTLING_NS:
+                return os.urandom(16)  # still settling: equal to nothing
+            digest.update(repr(entry if contents else entry[:4]).encode())
+        return digest.digest()
+
+    # -- processes and sockets --------------------------------------------
+
+    def _processes(self) -> bytes:
+        mine = os.readlink(f"/proc/{self._pid}/ns/pid")
+        rows = []
+        for item in os.scandir("/proc"):
+            if not item.name.isdigit():
+                continue
+            base = f"/proc/{item.name}"
+            try:
+                if os.readlink(f"{base}/ns/pid") != mine:
+                    continue
+                with open(f"{base}/stat", "rb") as f:
+                    comm, _, after = f.read().rpartition(b")")
+                fields = after.split()
+                state = fields[0] if fields[0] in (b"Z", b"T", b"t", b"X") else b"-"
+                with open(f"{base}/cmdline", "rb") as f:
+                    argv = f.read()
+                try:
+                    exe = os.readlink(f"{base}/exe")
+                except OSError:
+                    exe = ""
+                owner = os.stat(base)
+            except (OSError, IndexError):
+                continue  # gone while read: the facts differ anyway, by its absence
+            row = (item.name, fields[1], fields[19], state, comm, argv, exe, owner.st_uid, owner.st_gid)
+            rows.append(row)
+        return hashlib.sha256(repr(sorted(rows)).encode()).digest()
+
+    def processes(self) -> bytes:
+        """A digest of every process of the host's PID namespace."""
+        found = self._once("processes", self._processes)
+        assert isinstance(found, bytes)
+        return found
+
+    def _listening(self) -> bytes:
+        rows = []
+        for table in ("tcp", "tcp6", "udp", "udp6", "unix"):
+            try:
+                with open(f"/proc/{self._pid}/net/{table}", encoding="ascii", errors="replace") as f:
+                    lines = f.read().splitlines()[1:]
+            except OSError:
+                rows.append((table, "unreadable"))
+                continue
+            for line in lines:
+                fields = line.split()
+                if table == "unix":
+                    if len(fields) >= 7 and int(fields[3], 16) & 0x10000:  # __SO_ACCEPTCON
+                        rows.append((table, fields[4], fields[6], fields[7] if len(fields) > 7 else ""))
+                elif len(fields) >= 10 and (table.startswith("udp") or fields[3] == "0A"):
+                    rows.append((table, fields[1], fields[7], fields[9]))
+        return hashlib.sha256(repr(sorted(rows)).encode()).digest()
+
+    def listening(self) -> bytes:
+        """A digest of the host's listeners (TCP, UDP, UNIX), with their owners and inodes."""
+        found = self._once("listening", self._listening)
+        assert isinstance(found, bytes)
+        return found
+
+
+def _xattrs(path: str) -> bool:
+    """Whether overlay marks the directory: replaced as a whole, or renamed."""
+    for name in ("trusted.overlay.opaque", "trusted.overlay.redirect"):
+        try:
+            os.getxattr(path, name, follow_symlinks=False)
+            return True
+        except OSError:
+            continue
+    return False

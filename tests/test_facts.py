@@ -1,0 +1,140 @@
+"""The running score keeps what did not change (``fixos.stack.facts``, ``Check.facts``).
+
+A host's facts, read from this machine, are still on a quiet host and move with every
+change a check could see: a file rewritten with its times set back, a mode changed on
+the log tmpfs, a process started, a listener opened. An episode's progress asks again
+only the checks whose facts moved (and those that declare none), and still sees a
+drop-in added, a mode loosened, and a setting changed through MariaDB's own protocol."""
+
+from __future__ import annotations
+
+import collections
+import time
+
+import pytest
+
+from fixos.episodes import Episode
+from fixos.scenarios.catalog import load_catalog
+from fixos.scenarios.solution import render
+from fixos.stack.hosts import LiveHost
+from fixos.verifier import CHECKS, Check
+
+TREES = ["/etc/nginx", "/var/www", "/var/log", "/run"]
+
+
+def _reading(host: LiveHost) -> dict[str, bytes]:
+    facts = host.facts()
+    assert facts is not None, "this machine's engine: the host's facts must be readable here"
+    return {
+        "processes": facts.processes(),
+        "listening": facts.listening(),
+        "modes": facts.files(TREES, contents=False),
+        "config": facts.files(["/etc/nginx"]),
+    }
+
+
+def _quiet(host: LiveHost) -> dict[str, bytes]:
+    """A reading once the host's own changes settled (two equal readings in a row)."""
+    last = _reading(host)
+    for _ in range(20):
+        time.sleep(0.1)
+        now = _reading(host)
+        if now == last:
+            return now
+        last = now
+    raise AssertionError(f"the facts of a quiet host never settled: {last}")
+
+
+def _moved(before: dict[str, bytes], after: dict[str, bytes]) -> set[str]:
+    return {kind for kind in before if before[kind] != after[kind]}
+
+
+@pytest.mark.live
+def test_facts_are_still_on_a_quiet_host_and_move_with_each_change(live_host: LiveHost):
+    shell = live_host.shell(default_timeout=20)
+    try:
+        before = _quiet(live_host)
+        # content changed, size and times set back: only the change time tells
+        conf = "/etc/nginx/nginx.conf"
+        changed = shell.run(
+            f"cp -p {conf} /tmp/keep && sed -i 's/worker_connections 768/worker_connections 769/' {conf} "
+            f"&& touch -r /tmp/keep {conf} && cmp -s /tmp/keep {conf}; test $? = 1"
+        )
+        assert changed.ok, changed.output
+        after = _quiet(live_host)
+        assert "config" in _moved(before, after)
+
+        before = after
+        assert shell.run("chmod 777 /var/log/nginx").ok  # on the log tmpfs, not the overlay
+        after = _quiet(live_host)
+        assert _moved(before, after) >= {"modes"}
+        assert "config" not in _moved(before, after)
+
+        before = after
+        assert shell.run("setsid sleep 300 </dev/null >/dev/null 2>&1 &").ok
+        after = _quiet(live_host)
+        assert _moved(before, after) == {"processes"}
+
+        before = after
+        assert shell.run("setsid nc -l -p 8089 </dev/null >/dev/null 2>&1 &").ok
+        after = _quiet(live_host)
+        assert {"processes", "listening"} <= _moved(before, after)
+    finally:
+        shell.close()
+
+
+@pytest.mark.live
+def test_a_link_on_the_log_tmpfs_is_read_as_a_link(live_host: LiveHost):
+    """The mounts are walked inside the host's root: a link planted there to ``/`` is one
+    entry, never a walk of this machine's root."""
+    shell = live_host.shell(default_timeout=20)
+    try:
+        assert shell.run("ln -s / /var/log/escape && mkfifo /var/log/pipe").ok
+        facts = live_host.facts()
+        assert facts is not None
+        facts.files(["/var/log"])
+        walked = [e[0] for e in facts._read["files"] if e[0].startswith("/var/log")]  # type: ignore[union-attr]
+        assert "/var/log/escape" in walked and "/var/log/pipe" in walked
+        assert not any(p.startswith("/var/log/escape/") for p in walked), walked
+    finally:
+        shell.close()
+
+
+@pytest.mark.live
+def test_progress_asks_again_only_what_moved_and_still_sees_each_loosening(client, images, monkeypatch):
+    asked: collections.Counter[str] = collections.Counter()
+    for kind in ("config_unchanged", "modes_unchanged", "server_settings_unchanged", "port_listening"):
+        cls: type[Check] = CHECKS.get(kind)
+        evaluate = cls.evaluate
+        monkeypatch.setattr(
+            cls,
+            "evaluate",
+            lambda self, probe, baseline, _e=evaluate, _k=kind: (
+                asked.update([_k]) or _e(self, probe, baseline)
+            ),
+        )
+    scenario = load_catalog()["easy_1"]
+    with Episode(scenario, 1, client=client, images=images, run_id=f"test-facts-{time.monotonic_ns()}") as ep:
+        assert ep.shell.run(render(scenario.solution, ep.faults), timeout=60).ok
+        assert ep.progress().reward == 1.0
+        asked.clear()
+        assert [ep.progress().reward for _ in range(3)] == [1.0] * 3
+        # declared no facts: asked every time; the others' facts did not move
+        assert asked["server_settings_unchanged"] == 3
+        assert asked["config_unchanged"] == asked["modes_unchanged"] == asked["port_listening"] == 0, asked
+
+        def failing() -> list[str]:
+            return [c.type for c in ep.progress().checks if not c.passed]
+
+        assert ep.shell.run("echo 'client_max_body_size 1g;' > /etc/nginx/conf.d/big.conf").ok
+        assert "config_unchanged" in failing()
+        assert ep.shell.run("rm /etc/nginx/conf.d/big.conf").ok
+        assert failing() == []
+        assert ep.shell.run("chmod 777 /var/www/html").ok
+        assert "modes_unchanged" in failing()
+        assert ep.shell.run("chmod 755 /var/www/html").ok
+        assert failing() == []
+        asked.clear()
+        assert ep.shell.run("mariadb -e 'SET GLOBAL max_connections = 5000'").ok
+        assert failing() == ["server_settings_unchanged"]
+        assert asked["config_unchanged"] == 0  # nothing it reads moved
