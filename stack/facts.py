@@ -66,15 +66,15 @@ def _entry(rel: str, st: os.stat_result) -> Entry:
     return (rel, st.st_mode, st.st_uid, st.st_gid, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
-def _mounts(pid: int) -> list[tuple[str, str]]:
-    """(mount point, filesystem type) of the host's own mounts, but its root and the kernel's."""
+def _mounts(pid: int) -> list[str]:
+    """The mount points of the host's own mounts (a tmpfs, a file the engine binds, a
+    volume), but its root and the kernel's."""
     found = []
     with open(f"/proc/{pid}/mountinfo", encoding="utf-8", errors="replace") as f:
         for line in f:
-            fields, _, rest = line.partition(" - ")
-            point = fields.split()[4].encode().decode("unicode_escape")
+            point = line.split()[4].encode().decode("unicode_escape")
             if point != "/" and not any(_under(point, p) for p in _PSEUDO):
-                found.append((point, rest.split()[0]))
+                found.append(point)
     return found
 
 
@@ -109,11 +109,11 @@ class HostFacts:
                 entry = _entry(full[len(top) :], st)
                 opaque = stat.S_ISDIR(st.st_mode) and _xattrs(full)
                 entries.append(entry if not opaque else (*entry[:-1], -entry[-1]))
-        for point, kind in _mounts(self._pid):
-            entries.extend(self._mounted(point, kind))
+        for point in _mounts(self._pid):
+            entries.extend(self._mounted(point))
         return entries
 
-    def _mounted(self, point: str, kind: str) -> Iterable[Entry]:
+    def _mounted(self, point: str) -> Iterable[Entry]:
         """The entries of one of the host's mounts, opened inside the host's root (a link the
         host planted on the way resolves there, never in this machine's root)."""
         try:
@@ -122,7 +122,7 @@ class HostFacts:
             return [(point, -1, 0, 0, 0, 0, 0, 0)]
         try:
             st = os.fstat(handle)
-            if not stat.S_ISDIR(st.st_mode) or kind not in ("tmpfs", "ramfs"):
+            if not stat.S_ISDIR(st.st_mode):
                 return [_entry(point, st)]  # a file the engine binds (/etc/hosts), or a link
             top = os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError:

@@ -158,10 +158,13 @@ def _evaluate(check: Check, probe: Probe, baseline: Any, name: str = "") -> Outc
     try:
         facts = probe.facts()
         key = None if facts is None or probe.memo is None else check.facts(facts, baseline)
-        if key is not None:
-            kept = probe.memo.setdefault(KEPT, {}).get(name)  # type: ignore[union-attr]
-            if kept is not None and kept[0] is baseline and kept[1] == key:
-                return kept[2]
+    except Exception:  # facts that cannot be read keep nothing; the check still looks
+        key = None
+    if key is not None:
+        kept = probe.memo.setdefault(KEPT, {}).get(name)  # type: ignore[union-attr]
+        if kept is not None and kept[0] is baseline and kept[1] == key:
+            return kept[2]
+    try:
         outcome = check.evaluate(probe, baseline)
     except Exception as exc:  # a broken check fails alone; the others still count
         return Outcome(False, f"check raised {type(exc).__name__}: {exc}")
