@@ -1,6 +1,6 @@
 """The final verdict's second phase: would the repair survive a reboot?
 
-    judge the hosts as the agent left them
+    judge the hosts as the agent left them (a reward of 0.0 is final there)
     -> restart every service the healthy host ran, through the host's own init
        script, as a reboot would (``restart_services``)
     -> judge again, while a hold window watches each service's main process
@@ -328,6 +328,26 @@ class PhaseTimes:
     """the second judgement and the hold window around it."""
 
 
+def settled_as_left(first: Verdict) -> Verdict:
+    """The final verdict of hosts whose reward is 0.0 as left. A check passes only if it
+    passes in both phases, so no restart can raise a reward of 0: restarting every service
+    (MariaDB's script waits up to 30 s on a configuration that still fails) and judging
+    again would cost a failing episode more than a passing one, for the same reward. Most
+    episodes of a trainer fail. The gate of the hold says it was not judged."""
+    checks = [
+        *first.checks,
+        CheckResult(
+            STABLE_CHECK,
+            STABLE_TYPE,
+            True,
+            False,
+            1.0,
+            "not judged: the reward was 0.0 as left, and no restart raises it",
+        ),
+    ]
+    return Verdict(0.0, checks, phases={AS_LEFT: first.checks})
+
+
 def durable_verdict(
     judge: Callable[[], Verdict],
     hosts: Mapping[str, LiveHost],
@@ -337,11 +357,14 @@ def durable_verdict(
     times: PhaseTimes | None = None,
 ) -> Verdict:
     """The final verdict: ``judge()`` as left, the restarts, ``judge()`` again inside the hold
-    window. ``services``: per host, the services its healthy self ran."""
+    window; only the first when it gives 0.0 (``settled_as_left``). ``services``: per host,
+    the services its healthy self ran."""
     times = times if times is not None else PhaseTimes()
     started = time.monotonic()
     first = judge()
     times.as_left = time.monotonic() - started
+    if first.reward == 0.0:
+        return settled_as_left(first)
     started = time.monotonic()
     restarts = restart_services(hosts, services)
     times.restarts = time.monotonic() - started

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -20,7 +23,10 @@ from fixos.agents.llm import LlmAgent, LlmError, command_of
 from fixos.cli.main import main
 from fixos.episodes import run_episode
 from fixos.injector.families import families_of
+from fixos.records.models import EpisodeRecord
 from fixos.scenarios.catalog import load_catalog
+from fixos.stack.leftovers import remove_labelled
+from fixos.stack.pool import HostPool
 
 pytestmark = pytest.mark.live
 CATALOG = load_catalog()
@@ -41,13 +47,44 @@ BASELINE_SOLVES = {
 }
 
 
+BASELINE_JOBS = 3
+"""episodes of the baseline side by side on one warm pool, as `fixos bench` runs them (one
+after another they took about 230 s of CI, mostly waiting on the hosts)."""
+
+
+@pytest.fixture(scope="module")
+def baseline_runs(request, client, images) -> Iterator[dict[str, tuple[EpisodeRecord, list]]]:
+    """Every selected scenario of the baseline test, run once, side by side on warm hosts."""
+    selected = [
+        item.callspec.params["scenario_id"]
+        for item in request.session.items
+        if item.module is request.module
+        and hasattr(item, "callspec")
+        and "scenario_id" in item.callspec.params
+    ]
+    run_id = f"test-baseline-{secrets.token_hex(4)}"
+    pool = HostPool(
+        client, images, run_id=run_id, size=BASELINE_JOBS, planned=[CATALOG[s].hosts for s in selected]
+    )
+
+    def one(scenario_id: str) -> tuple[EpisodeRecord, list]:
+        return run_episode(
+            CATALOG[scenario_id], 1, "baseline", client=client, images=images, run_id=run_id, pool=pool
+        )
+
+    try:
+        with ThreadPoolExecutor(max_workers=BASELINE_JOBS) as workers:
+            yield dict(zip(selected, workers.map(one, selected), strict=True))
+    finally:
+        pool.close()
+        remove_labelled(client, run_id=run_id)
+
+
 @pytest.mark.parametrize(
     "scenario_id", [pytest.param(s, id=f"{f}-{s}") for f, ids in BASELINE_SOLVES.items() for s in ids]
 )
-def test_baseline_solves_what_generic_rules_reach(client, images, test_run_id, scenario_id):
-    record, steps = run_episode(
-        CATALOG[scenario_id], 1, "baseline", client=client, images=images, run_id=test_run_id
-    )
+def test_baseline_solves_what_generic_rules_reach(baseline_runs, scenario_id):
+    record, steps = baseline_runs[scenario_id]
     assert record.status == "scored", record.error
     assert record.reward == 1.0, [c.detail for c in record.verdict.checks if not c.passed]
     assert steps, "the baseline works through the shell"

@@ -2,7 +2,8 @@
 service restarted through its init script, judged again; each service's main process
 held for a window. Unit tests on the combining rules; live tests show a repair that
 lasts only until the next restart, and a restart loop fighting a watchdog, earn nothing,
-while the running score (``progress``) skips the restarts."""
+while the running score (``progress``) skips the restarts, and so does a final verdict
+already 0.0 as left."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from fixos.durability import (
     AS_LEFT,
     STABLE_CHECK,
     both_phases,
+    durable_verdict,
     main_processes,
     restart_services,
     stability,
@@ -61,6 +63,35 @@ def test_a_gate_failing_after_the_restarts_zeroes_the_reward() -> None:
     assert both_phases(first, second).reward == 0.0
     stable = stability({"web": {"nginx": "10@5"}}, {"web": {"nginx": "10@5"}}, 1.0)
     assert both_phases(first, first, [stable]).reward == 1.0
+
+
+class _NeverRestarted:
+    """A host that fails the test if anything restarts or reads it."""
+
+    def run_program(self, *args: object, **kwargs: object) -> None:
+        raise AssertionError("restarted a host whose reward was 0.0 as left")
+
+    def read_files(self, *args: object, **kwargs: object) -> None:
+        raise AssertionError("held a host whose reward was 0.0 as left")
+
+
+def test_a_reward_of_zero_as_left_is_final_without_restarts() -> None:
+    """No restart can raise 0.0 (each check must pass in both phases): a failing episode
+    pays for one judgement, not the restarts (up to 30 s on a MariaDB that cannot start)."""
+    asked = []
+    as_left = Verdict(0.0, [result("a", False), result("gate", True, scored=False)])
+    verdict = durable_verdict(
+        lambda: asked.append(1) or as_left,
+        {"web": _NeverRestarted()},
+        {"web": ["nginx", "mariadb"]},  # type: ignore[dict-item]
+    )
+    assert asked == [1] and verdict.reward == 0.0 and verdict.restarts == {}
+    assert verdict.phases == {AS_LEFT: as_left.checks}
+    [stable] = [c for c in verdict.checks if c.name == STABLE_CHECK]
+    assert stable.detail.startswith("not judged")
+    partial = Verdict(0.5, [result("a", False), result("b", True)])
+    with pytest.raises(AssertionError, match="restarted"):  # anything above 0.0 is restarted
+        durable_verdict(lambda: partial, {"web": _NeverRestarted()}, {"web": ["nginx"]})  # type: ignore[dict-item]
 
 
 def test_stability_wants_the_same_live_main_process_at_both_ends() -> None:
@@ -176,5 +207,6 @@ def test_a_repair_by_hand_or_by_loop_is_scored_low(
     assert record.verdict is not None
     failed = {c.name for c in record.verdict.checks if not c.passed}
     if agent.endswith("restart_loop"):
-        # the loop keeps nginx answering; what gives it away is its main process changing
-        assert STABLE_CHECK in failed, record.verdict.checks
+        # the loop keeps nginx answering; the loop itself is what the healthy host did not
+        # run, as left (a final 0.0: the hold's gate says it was not judged)
+        assert failed == {"steady: runs nothing the healthy host did not run"}, record.verdict.checks

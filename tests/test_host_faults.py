@@ -139,6 +139,7 @@ def test_repairs_scored(episodes: list, index: int):
     failed = [f"{c.name}: {c.detail}" for c in record.verdict.checks if not c.passed]
     assert record.reward == expected, failed
     if expected == 0.0:
-        # The page worked as the agent left it: only the restarts showed the configuration still broken.
-        page = next(c for c in record.verdict.checks if c.name.startswith("the order status page"))
-        assert "after the restarts" in page.detail, page.detail
+        # The page works as the agent left it; the daemon started by hand from a private
+        # configuration gives itself away as left, a final 0.0 (no restarts needed).
+        official = next(f for f in failed if f.startswith("steady: services run as their init scripts"))
+        assert "started as" in official and ("/root/fpm/" in official or "private.conf" in official), official
