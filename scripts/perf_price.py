@@ -3,7 +3,8 @@
 For easy_1, medium_2, hard_1 and split_1, RUNS oracle episodes one at a time on a warm
 pool, each measured phase by phase:
 - reset (take warm hosts, record them healthy, break them, confirm);
-- progress (one step reward);
+- progress (one step reward), right after the repair, and again with nothing changed
+  since (the checks whose facts did not move keep their outcome: ``fixos.stack.facts``);
 - the final verify's phases: judged as left, the restarts, judged again with the hold;
 - the whole episode;
 - each check type's own judgement of a repaired host, alone (what each gate costs).
@@ -43,7 +44,16 @@ from fixos.verifier import CHECKS
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ("easy_1", "medium_2", "hard_1", "split_1")
-PHASES = ("reset", "progress", "as left", "restarts", "judged again + hold", "verify", "episode")
+PHASES = (
+    "reset",
+    "progress",
+    "progress again",
+    "as left",
+    "restarts",
+    "judged again + hold",
+    "verify",
+    "episode",
+)
 
 
 def p95(values: list[float]) -> float:
@@ -69,6 +79,10 @@ def one_episode(scenario, seed, client, images, pool, meter: Meter) -> float:
         wall, cpu = time.monotonic(), machine_cpu_seconds()
         ep.progress()
         meter.add("progress", time.monotonic() - wall, machine_cpu_seconds() - cpu)
+        # a step that changed nothing a fact covers (most of an agent's looking around)
+        wall, cpu = time.monotonic(), machine_cpu_seconds()
+        ep.progress()
+        meter.add("progress again", time.monotonic() - wall, machine_cpu_seconds() - cpu)
         # The verify's phases: judged as left, restarts, judged again (CPU shared out by wall time).
         wall, cpu = time.monotonic(), machine_cpu_seconds()
         verdict = ep.verify()
