@@ -262,7 +262,7 @@ class JudgeSessions:
     def _ready(self, name: str, facts: HostFacts | None) -> SessionPool:
         # The copies of the name files are taken again only when the files changed since
         # the last copy (the facts fingerprint them; without facts, always): ~8 ms a session.
-        names = None if facts is None else facts.files((), entries=NAME_FILES)
+        names = _names_of(facts)
         kept, copied = self._kept.pop(name, None), self._names.pop(name, None)
         if kept is not None:
             refresh = names is None or names != copied
@@ -326,6 +326,15 @@ def vantage(
             return sessions.looking(patient=patient)
         return judged(judge, hosts, patient=patient)
     return inspected(client, hosts, image, patient=patient)
+
+
+def _names_of(facts: HostFacts | None) -> bytes | None:
+    """The fingerprint of the host's name files; None when it cannot be read (a host that
+    stopped: what the sessions find out is then the judgement's to tell)."""
+    try:
+        return None if facts is None else facts.files((), entries=NAME_FILES)
+    except OSError:
+        return None
 
 
 def _facts_of(host: LiveHost) -> HostFacts | None:
