@@ -4,7 +4,8 @@
     -> restart every service the healthy host ran, through the host's own init
        script, as a reboot would (``restart_services``)
     -> judge again, while a hold window watches each service's main process
-       (``main_processes`` before and after: same PID, same start time, alive)
+       (``main_processes`` before and after: same PID, same start time, alive,
+       ``HOLD_SECONDS`` old by the kernel's clock)
     -> a check passes only if it passed in both phases (``durable_verdict``)
 
 A repair that lasts only until the next restart (nginx started by hand from a
@@ -12,226 +13,75 @@ private copy of its config, the broken file left on disk) fails the second
 phase; a restart loop fighting a watchdog fails the hold. The running score
 after each step (``Episode.progress``) skips all of this.
 
-The restarts run in the host through the engine's exec API (a one-off process,
-never the agent's session nor the verifier's): what a reboot runs is the host's
-own init scripts, with its own ``sh``. That those scripts and programs are the
-image's is the ``programs_unchanged`` gate's to prove, from the engine's diff.
+The restarts are ``fixos.restarts``'s: the host's own init scripts, as a reboot runs
+them.
 """
 
 from __future__ import annotations
 
-import shlex
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from fixos.core.models import CheckResult, CommandResult, Verdict
-from fixos.stack.hosts import READY_HINTS, LiveHost
+from fixos.core.models import CheckResult, Verdict
+from fixos.restarts import restart_services, restartable
+from fixos.stack.hosts import LiveHost
 from fixos.stack.inspector import SERVICE_DAEMONS
 from fixos.verifier.verify import reward_of
 
 AS_LEFT = "as_left"
 AFTER_RESTARTS = "after_restarts"
 PHASE_WORDS = {AS_LEFT: "as left", AFTER_RESTARTS: "after the restarts"}
-
-HOLD_SECONDS = 1.0
-"""the least time between the two readings of the main processes; the second judgement
-runs inside the window, so it costs only what that judgement takes less than this."""
-STOP_SECONDS = 10.0
-START_SECONDS = 30.0
-"""how long a service may take to stop, then to answer once its init script started it:
-as long as MariaDB's own script waits for its server (MYSQLD_STARTUP_TIMEOUT, 30 s). A
-server that its script would have accepted is up: a flood of clients the agent left
-running (hard_4's partial repair) slows a restart past 15 s on a loaded machine, and
-that is the scored checks' to judge, not the gates'. A restart that has failed is told
-by evidence long before (``GAVE_UP_POLLS``), so only a slow start pays this bound."""
-POLL = 0.05
-GRACE_SECONDS = 1.0
-"""how long a daemon may take to answer once its init script has ended."""
-
 STABLE_CHECK = "steady: each service keeps its main process"
 STABLE_TYPE = "services_stable"
 
-LEFTOVERS = {
-    "nginx": "nginx",
-    "mariadb": "mariadbd mysqld mysqld_safe",
-    "php8.2-fpm": "php-fpm8.2",
-    "ssh": "sshd",
-}
-"""process names (``comm``) a reboot would leave none of, per service: a daemon the agent
-started by hand under another pid file is gone after a reboot too."""
-SOCKETS = {"mariadb": "/run/mysqld/mysqld.sock", "php8.2-fpm": "/run/php/php8.2-fpm.sock"}
-"""what a reboot clears from /run besides the pid file: a stale socket would read as ready."""
-ERROR_LOGS = {"mariadb": ("/var/log/mysql/error.log", r"\[ERROR\]| ended$")}
-"""where a service whose init script outlives a failed start says why, and the lines that
-say it gave up. MariaDB's script polls for a server once a second for 30 s after
-mysqld_safe has already given up (on a broken configuration mariadbd exits at once,
-and mysqld_safe logs "... ended"): once none of its processes lives and its log says
-so, the restart has failed, and the verdict need not wait out the poll."""
-GAVE_UP_POLLS = 2
-"""consecutive polls that must see the service gone and its log saying why."""
-
-
-POLLING_SCRIPTS = frozenset({"mariadb"})
-"""the services whose init script polls its daemon with `sleep 1` once it started it."""
-
-# While the init script still runs and its daemon already answers: wake the script's
-# `sleep` (MariaDB's polls the server once a whole second, up to 30 times), so that it
-# asks again at once, sees the server, and ends. The script itself is run as it is; only
-# its wait is cut short, and it still decides for itself that the server is up.
-_WAKE = """
-    pidof_
-    if [ -n "$p" ] && [ -d "/proc/$p" ] && [ __HINT__ ]; then
-      for d in /proc/[0-9]*; do
-        c=; read -r c 2>/dev/null < "$d/comm"; [ "$c" = sleep ] || continue
-        st=; read -r st 2>/dev/null < "$d/stat"; r=${st##*) }; set -- $r
-        [ "$2" = "$s" ] && kill -TERM "${d#/proc/}" 2>/dev/null
-      done
-    fi"""
-
-
-def restartable(services: Sequence[str]) -> list[str]:
-    """The services of a host that have a pid file to watch (the image's daemons)."""
-    return [s for s in services if s in SERVICE_DAEMONS]
-
-
-def restart_script(service: str) -> str:
-    """A POSIX ``sh`` script (the host's own, as a reboot runs it) that stops ``service``
-    as a reboot would, starts it with ``/etc/init.d/<service> start`` and waits, polling
-    every 50 ms, until the init script has ended and the pid file names a live process
-    (and its socket is there), or ``START_SECONDS`` pass. Exit 0 once it answers.
-
-    The stop signals the daemon the way the init script does and polls, instead of
-    ``<service> stop``, whose own waits idle a whole second (nginx) or more (MariaDB);
-    the start is the init script's, and the judgement waits for it to end: until then the
-    daemon's parent is the script, not init, and ``services_official`` compares the chain
-    of parents with the healthy host's. (MariaDB's script polls every whole second, the
-    largest share of the restarts' time.)"""
-    pidfile, _ = SERVICE_DAEMONS[service]
-    socket = SOCKETS.get(service, "")
-    hint = READY_HINTS.get(service, "-n x")
-    q = shlex.quote
-    stop_polls, start_polls = int(STOP_SECONDS / POLL), int(START_SECONDS / POLL)
-    log, gave_up = ERROR_LOGS.get(service, ("", ""))
-    wake = _WAKE.replace("__HINT__", hint) if service in POLLING_SCRIPTS else ""
-    # The stop kills every leftover until none is left (reaped): an old mysqld_safe that
-    # outlived one pass wrote its "ended" past the log's measured size, and with the new
-    # server not yet up, read as this start's failure (logrot_1 under load).
-    # While the init script still runs: the service has failed when its processes, seen
-    # alive since the start, are gone and its error log, past what it held before, says it
-    # gave up. Not before one was seen: the script's own checks come first, with none of
-    # them alive, and the old mysqld_safe may write its "ended" a moment after our count.
-    failed_early = (
-        f"""
-    alive=
-    for d in /proc/[0-9]*; do
-      c=; read -r c 2>/dev/null < "$d/comm"
-      case "$names" in *" $c "*) [ -n "$c" ] && alive=1 && seen=1 && break;; esac
-    done
-    if [ -z "$alive" ] && [ -n "$seen" ] && new=$(tail -c +$((logsize + 1)) {q(log)} 2>/dev/null) \\
-       && why=$(printf '%s\\n' "$new" | grep -E {q(gave_up)} | tail -n 1) && [ -n "$why" ]; then
-      err=$(printf '%s\\n' "$new" | grep -F '[ERROR]' | head -n 1)  # the first says why
-      [ -n "$err" ] && why="${{err#*\\[ERROR\\] }}"
-      gone=$((gone + 1))
-      if [ $gone -ge {GAVE_UP_POLLS} ]; then
-        echo "not up: no {service} process lives, its init script still waits; {log.rsplit("/", 1)[-1]}: $why"
-        exit 1
-      fi
-    else
-      gone=0
-    fi"""
-        if log
-        else ""
-    )
-    return f"""
-pidof_() {{ p=; read -r p 2>/dev/null < {q(pidfile)}; case "$p" in ''|*[!0-9]*) p=;; esac; }}
-pidof_
-if [ -n "$p" ]; then
-  kill -TERM "$p" 2>/dev/null; i=0
-  while kill -0 "$p" 2>/dev/null && [ $i -lt {stop_polls} ]; do sleep {POLL}; i=$((i + 1)); done
-  kill -KILL "$p" 2>/dev/null
-fi
-names=" {LEFTOVERS.get(service, "")} "
-i=0
-while [ $i -lt {stop_polls} ]; do
-  left=
-  for d in /proc/[0-9]*; do
-    c=; read -r c 2>/dev/null < "$d/comm"
-    case "$names" in *" $c "*) [ -n "$c" ] && left=1 && kill -KILL "${{d#/proc/}}" 2>/dev/null;; esac
-  done
-  [ -z "$left" ] && break
-  sleep {POLL}; i=$((i + 1))
-done
-rm -f {q(pidfile)} {q(socket) if socket else ""}
-logsize=0; {f"[ -f {q(log)} ] && logsize=$(wc -c < {q(log)})" if log else ":"}
-/etc/init.d/{q(service)} start </dev/null >/dev/null 2>&1 &
-s=$!; i=0; ended=; grace={int(GRACE_SECONDS / POLL)}; gone=0; seen=
-while [ $i -lt {start_polls} ]; do
-  if [ -z "$ended" ]; then
-    st=; read -r st 2>/dev/null < "/proc/$s/stat"
-    case "$st" in ''|*') Z '*) ended=1;; esac
-  fi
-  if [ -z "$ended" ]; then{failed_early or " :"}{wake}
-  fi
-  if [ -n "$ended" ]; then
-    pidof_
-    if [ -n "$p" ] && [ -d "/proc/$p" ] && [ {hint} ]; then echo "up (pid $p)"; exit 0; fi
-    [ $grace -le 0 ] && break
-    grace=$((grace - 1))
-  fi
-  sleep {POLL}; i=$((i + 1))
-done
-wait "$s"; rc=$?
-echo "not up: /etc/init.d/{service} start exited $rc and no live daemon answers"; exit 1
-"""
-
-
-@dataclass(frozen=True)
-class Restart:
-    """How one service's restart went."""
-
-    host: str
-    service: str
-    result: CommandResult
-
-    @property
-    def line(self) -> str:
-        out = self.result.output.strip().splitlines()
-        said = out[-1][:160] if out else f"exit {self.result.exit_code}"
-        took = f" in {self.result.duration:.2f}s"
-        return said + took if self.result.ok else f"failed{took}: {said}"
-
-
-def restart_services(hosts: Mapping[str, LiveHost], services: Mapping[str, Sequence[str]]) -> list[Restart]:
-    """Restart every listed service of every host, all side by side (they do not need
-    each other to start: nginx and php-fpm reach MariaDB per request)."""
-    jobs = [(name, s) for name, listed in services.items() for s in restartable(listed)]
-
-    def one(job: tuple[str, str]) -> Restart:
-        name, service = job
-        argv = ["/bin/sh", "-c", restart_script(service)]
-        return Restart(name, service, hosts[name].run_program(argv, timeout=STOP_SECONDS + START_SECONDS + 5))
-
-    if not jobs:
-        return []
-    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-        return list(pool.map(one, jobs))
-
+HOLD_SECONDS = 1.0
+"""how long each service's main process must have lived at the last reading, counted from
+its start by the kernel's clock, the same process as at the first. It is the last line
+behind the gates that see a cause (a loop the agent left running is a process the healthy
+host did not run: ``nothing_new_running``; a cron line: ``config_unchanged``): it sees the
+effect, a daemon replaced or dead soon after it started, whatever did it, within the
+periods such loops use (the adversary ``restart_loop`` runs every 0.2 s). Counted from
+each start, the window overlaps the slower restarts and the second judgement, and costs
+only what they take less than this (``hold_left``)."""
 
 _START_TIMES = (
     'for p in __PIDS__; do s=; read -r s 2>/dev/null < "/proc/$p/stat" || continue; '
-    'r=${s##*) }; set -- $r; echo "$p ${20}"; done; true'
+    'r=${s##*) }; set -- $r; echo "$p ${20}"; done; u=; read -r u _ < /proc/uptime; echo "uptime $u"'
 )
+TICKS = os.sysconf("SC_CLK_TCK")
+"""the unit of a start time in /proc/<pid>/stat (USER_HZ: the same on every Linux of one
+architecture, so a remote engine's hosts count in it too)."""
 
 
-def main_processes(host: LiveHost, services: Sequence[str]) -> dict[str, str]:
+@dataclass(frozen=True)
+class Reading:
+    """The main processes of a host's services at one moment, and that moment on the same
+    clock as their start times (the kernel's, since boot: nothing in a host can set it)."""
+
+    processes: dict[str, str]
+    """per service, ``PID@start-time`` (clock ticks since boot), ``""`` when none lives."""
+    uptime: float | None
+    """seconds since boot when this was read; None when it could not be read."""
+
+    def age(self, service: str) -> float:
+        """How long the service's main process had lived when this was read (0.0 when none
+        lives or the clock is unknown: its window then opens at this reading)."""
+        start = self.processes.get(service, "").partition("@")[2]
+        if not start.isdigit() or self.uptime is None:
+            return 0.0
+        return max(0.0, self.uptime - int(start) / TICKS)
+
+
+def main_processes(host: LiveHost, services: Sequence[str]) -> Reading:
     """Per service, ``PID@start-time`` of the process its pid file names, or ``""`` when
-    none lives. The pid files are read from outside (no program in the host involved);
-    the start times come from the host's /proc, read inside its root from this machine
-    where the engine is local, else by the host's ``sh`` run through the engine (a
-    replaced ``sh`` fails the programs gate); they tell a process from a later one given
-    the same PID."""
+    none lives, and the host's uptime. The pid files are read from outside (no program in
+    the host involved); the start times come from the host's /proc, read inside its root
+    from this machine where the engine is local, else by the host's ``sh`` run through the
+    engine (a replaced ``sh`` fails the programs gate); they tell a process from a later
+    one given the same PID, and how long it has lived."""
     files = {s: SERVICE_DAEMONS[s][0] for s in restartable(services)}
     raw = host.read_files(sorted(set(files.values())))
     pids = {}
@@ -240,8 +90,10 @@ def main_processes(host: LiveHost, services: Sequence[str]) -> dict[str, str]:
         pids[service] = text if text.isdigit() else ""
     wanted = sorted({p for p in pids.values() if p})
     started: dict[str, str] = {}
+    uptime = ""
     if wanted and host.reads_locally:  # the host's own /proc, read inside its root from here
-        stats = host.read_files([f"/proc/{p}/stat" for p in wanted])
+        stats = host.read_files([f"/proc/{p}/stat" for p in wanted] + ["/proc/uptime"])
+        uptime = (stats.get("/proc/uptime") or b"").decode("ascii", "replace").partition(" ")[0]
         for pid in wanted:
             fields = (stats.get(f"/proc/{pid}/stat") or b"").decode("ascii", "replace").rsplit(")", 1)
             start = fields[1].split()[19] if len(fields) == 2 and len(fields[1].split()) > 19 else ""
@@ -251,9 +103,41 @@ def main_processes(host: LiveHost, services: Sequence[str]) -> dict[str, str]:
         script = _START_TIMES.replace("__PIDS__", " ".join(wanted))
         for line in host.run_program(["/bin/sh", "-c", script], timeout=10).output.splitlines():
             pid, _, start = line.partition(" ")
-            if pid in wanted and start.isdigit():
+            if pid == "uptime":
+                uptime = start
+            elif pid in wanted and start.isdigit():
                 started[pid] = start
-    return {s: f"{p}@{started[p]}" if p in started else "" for s, p in pids.items()}
+    try:
+        clock: float | None = float(uptime)
+    except ValueError:
+        clock = None
+    return Reading({s: f"{p}@{started[p]}" if p in started else "" for s, p in pids.items()}, clock)
+
+
+def hold_left(readings: Mapping[str, Reading], hold: float, since: float) -> float:
+    """Seconds still to wait so that every service's main process has lived ``hold`` seconds
+    by the next reading, ``since`` seconds after ``readings``. A process started by a
+    restart began its window when it started, not when the last restart of the verdict
+    ended: the hold overlaps the slower restarts and the second judgement instead of
+    following them. A service with no main process (or no known clock) is watched from
+    the reading on, for the whole hold: whatever starts it then is not its init script."""
+    ages = [reading.age(service) for reading in readings.values() for service in reading.processes]
+    return max((hold - age - since for age in ages), default=0.0)
+
+
+def held_for(before: Mapping[str, Reading], after: Mapping[str, Reading], between: float) -> float:
+    """How long the hold watched: the least age, at the last reading, of a main process seen
+    at both (``between`` where the clock is unknown), and ``between`` the readings for a
+    service that was down at the first (watched from there on)."""
+    spans = []
+    for name, first in before.items():
+        last = after.get(name, Reading({}, None))
+        for service, seen in first.processes.items():
+            if not seen:
+                spans.append(between)
+            elif seen == last.processes.get(service):
+                spans.append(last.age(service) if last.uptime is not None else between)
+    return min(spans, default=between)
 
 
 def stability(
@@ -371,22 +255,24 @@ def durable_verdict(
     started = time.monotonic()
     watched = {name: restartable(listed) for name, listed in services.items()}
 
-    def processes() -> dict[str, dict[str, str]]:
-        return {name: main_processes(hosts[name], s) for name, s in watched.items()}
+    def processes() -> tuple[dict[str, Reading], float]:
+        readings = {name: main_processes(hosts[name], s) for name, s in watched.items()}
+        return readings, time.monotonic()
 
-    window = time.monotonic()
     # The first reading opens the window; it runs beside the second judgement.
     with ThreadPoolExecutor(max_workers=1) as reader:
         first_reading = reader.submit(processes)
         second = judge()
-        before = first_reading.result()
-    left = hold - (time.monotonic() - window)
+        before, read_at = first_reading.result()
+    left = hold_left(before, hold, time.monotonic() - read_at)
     if left > 0:
         time.sleep(left)
-    after = processes()
-    held = time.monotonic() - window
+    after, ended = processes()
+    held = held_for(before, after, ended - read_at)
     times.after_restarts = time.monotonic() - started
     said = {f"{r.host}/{r.service}": r.line for r in restarts}
-    verdict = both_phases(first, second, [stability(before, after, held, said)])
+    first_seen = {name: r.processes for name, r in before.items()}
+    last_seen = {name: r.processes for name, r in after.items()}
+    verdict = both_phases(first, second, [stability(first_seen, last_seen, held, said)])
     verdict.restarts.update(said)
     return verdict

@@ -8,6 +8,7 @@ already 0.0 as left."""
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import docker
@@ -18,15 +19,19 @@ from fixos.durability import (
     AFTER_RESTARTS,
     AS_LEFT,
     STABLE_CHECK,
+    TICKS,
+    Reading,
     both_phases,
     durable_verdict,
+    held_for,
+    hold_left,
     main_processes,
-    restart_services,
     stability,
 )
 from fixos.episodes import Episode, run_episode
 from fixos.records.models import EpisodeRecord
 from fixos.records.saved import read_lines, write_lines
+from fixos.restarts import restart_services
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.solution import render
 from fixos.stack.hosts import LiveHost
@@ -114,6 +119,43 @@ def test_stability_wants_the_same_live_main_process_at_both_ends() -> None:
     assert not two_hosts.passed and "db/mariadb" in two_hosts.detail
 
 
+def _aged(uptime: float, **ages: float) -> Reading:
+    """A reading at ``uptime`` of main processes that have lived ``ages`` seconds by then."""
+    return Reading(
+        {s: f"{10 + i}@{round((uptime - age) * TICKS)}" for i, (s, age) in enumerate(ages.items())}, uptime
+    )
+
+
+def test_the_hold_counts_from_each_main_process_start_not_from_the_last_restart() -> None:
+    """A process started early in the restarts has lived part of the hold by the first
+    reading: only the youngest sets what is left to wait, after the second judgement."""
+    reading = _aged(100.0, nginx=0.7, mariadb=0.2)
+    assert hold_left({"web": reading}, 1.0, since=0.0) == pytest.approx(0.8, abs=0.02)
+    assert hold_left({"web": reading}, 1.0, since=0.5) == pytest.approx(0.3, abs=0.02)
+    assert hold_left({"web": reading}, 1.0, since=0.9) < 0  # the judgement outlasted the hold
+    # a service down at the first reading is watched from there, for the whole hold
+    down = Reading({"nginx": "", "ssh": "20@6"}, 100.0)
+    assert hold_left({"web": down}, 1.0, since=0.25) == pytest.approx(0.75)
+    # no clock (the host's uptime unread): the window opens at the reading, as before
+    assert hold_left({"web": Reading({"nginx": "10@5"}, None)}, 1.0, since=0.0) == pytest.approx(1.0)
+    # two hosts: the youngest anywhere
+    assert hold_left({"web": reading, "db": _aged(100.0, mariadb=0.05)}, 1.0, 0.0) == pytest.approx(
+        0.95, abs=0.02
+    )
+
+
+def test_held_for_says_how_long_the_youngest_kept_process_lived() -> None:
+    first = _aged(100.0, nginx=0.7, mariadb=0.2)
+    last = Reading(first.processes, 100.9)
+    assert held_for({"web": first}, {"web": last}, 0.9) == pytest.approx(1.1, abs=0.02)
+    # a service down at the first reading was watched only between the readings
+    gone = Reading({**first.processes, "ssh": ""}, 100.0)
+    assert held_for({"web": gone}, {"web": Reading(gone.processes, 101.0)}, 1.0) == pytest.approx(1.0)
+    # replaced processes do not count: stability fails them
+    replaced = Reading({"nginx": "99@1", "mariadb": first.processes["mariadb"]}, 100.9)
+    assert held_for({"web": first}, {"web": replaced}, 0.9) == pytest.approx(1.1, abs=0.02)
+
+
 def test_a_two_phase_verdict_survives_the_journal_and_an_older_line_still_reads(tmp_path: Path) -> None:
     verdict = both_phases(Verdict(1.0, [result("a", True)]), Verdict(0.0, [result("a", False)]))
     verdict.restarts["web/nginx"] = "failed: not up"
@@ -140,13 +182,44 @@ def test_a_two_phase_verdict_survives_the_journal_and_an_older_line_still_reads(
 @pytest.mark.live
 def test_restarts_go_through_the_init_scripts_and_give_new_main_processes(live_host: LiveHost) -> None:
     services = ["nginx", "mariadb", "php8.2-fpm", "ssh"]
-    before = main_processes(live_host, services)
+    before = main_processes(live_host, services).processes
     assert all(before.values()), before
     restarts = restart_services({"web": live_host}, {"web": services})
     assert all(r.result.ok for r in restarts), [r.line for r in restarts]
     after = main_processes(live_host, services)
-    assert all(after.values()) and all(after[s] != before[s] for s in services), (before, after)
+    assert all(after.processes.values()), after
+    assert all(after.processes[s] != before[s] for s in services), (before, after)
+    # each new main process is young on the kernel's clock, which the host's uptime reads
+    assert all(0.0 <= after.age(s) < 60 for s in services) and after.uptime is not None
     assert live_host.http_get(80, "/status").status == 200
+
+
+_REPLACER = r"""
+old=$(cat /run/nginx.pid)
+while [ "$(cat /run/nginx.pid 2>/dev/null)" = "$old" ] || [ ! -s /run/nginx.pid ]; do sleep 0.02; done
+sleep 0.6; kill -9 "$(cat /run/nginx.pid)"; rm -f /run/nginx.pid; nginx
+"""
+
+
+@pytest.mark.live
+def test_the_hold_sees_a_main_process_replaced_within_a_second_of_its_start(live_host: LiveHost) -> None:
+    """A watchdog no other gate saw (here the judgement is stubbed at 1.0) replaces nginx
+    0.6 s after its restart. Counted from the start of the restarted process, the hold
+    still outlasts that; with nobody replacing it, the same phase passes and says how long
+    the youngest process was held."""
+    judged = Verdict(1.0, [result("a", True)])
+    services = {"web": ["nginx", "php8.2-fpm"]}
+    kept = durable_verdict(lambda: judged, {"web": live_host}, services)
+    [stable] = [c for c in kept.checks if c.name == STABLE_CHECK]
+    assert stable.passed and kept.reward == 1.0, stable.detail
+    held = float(stable.detail.split(" for ")[1].split("s")[0])
+    assert held >= 1.0, stable.detail
+    watchdog = f"setsid sh -c {shlex.quote(_REPLACER)} </dev/null >/dev/null 2>&1 &"
+    assert live_host.run_program(["sh", "-c", watchdog]).ok
+    replaced = durable_verdict(lambda: judged, {"web": live_host}, services)
+    [stable] = [c for c in replaced.checks if c.name == STABLE_CHECK]
+    assert not stable.passed and replaced.reward == 0.0, stable.detail
+    assert "nginx" in stable.detail and ("replaced within" in stable.detail or "died within" in stable.detail)
 
 
 @pytest.mark.live
