@@ -228,6 +228,8 @@ class JudgeSessions:
         self._memos: dict[str, dict[str, Any]] = {}
         self._names: dict[str, bytes] = {}
         """per host, the fingerprint of its name files when its sessions last copied them."""
+        self._answered: dict[str, bytes] = {}
+        """per host, the fingerprint of its processes when its sessions last answered."""
 
     @classmethod
     def kept(
@@ -262,13 +264,23 @@ class JudgeSessions:
     def _ready(self, name: str, facts: HostFacts | None) -> SessionPool:
         # The copies of the name files are taken again only when the files changed since
         # the last copy (the facts fingerprint them; without facts, always): ~8 ms a session.
-        names = _names_of(facts)
+        # Nor are kept sessions asked to answer when none of the host's processes changed
+        # since they last did (the facts list the sessions' own, with their state): root in
+        # the host can kill or stop them, which changes that, and can neither enter nor trace
+        # them. ~4 ms a step.
+        names, processes = _names_of(facts), _processes_of(facts)
         kept, copied = self._kept.pop(name, None), self._names.pop(name, None)
+        answered = self._answered.pop(name, None)
         if kept is not None:
             refresh = names is None or names != copied
+            if not refresh and kept.error is None and processes is not None and processes == answered:
+                self._names[name], self._answered[name] = copied, processes  # type: ignore[assignment]
+                return kept
             if kept.keep_answering(lambda shell: self._answers(shell, refresh)):
                 if names is not None:
                     self._names[name] = names
+                if processes is not None:
+                    self._answered[name] = processes
                 return kept
             kept.close()
         pool = SessionPool(self._open(name), lambda: self._open(name), self.SESSIONS_PER_HOST)
@@ -333,6 +345,14 @@ def _names_of(facts: HostFacts | None) -> bytes | None:
     stopped: what the sessions find out is then the judgement's to tell)."""
     try:
         return None if facts is None else facts.files((), entries=NAME_FILES)
+    except OSError:
+        return None
+
+
+def _processes_of(facts: HostFacts | None) -> bytes | None:
+    """The fingerprint of the host's processes; None when it cannot be read."""
+    try:
+        return None if facts is None else facts.processes()
     except OSError:
         return None
 

@@ -38,6 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 
+from fixos.stack import sockdiag
 from fixos.stack.host_files import open_in_root
 
 SETTLING_NS = 50_000_000
@@ -155,7 +156,9 @@ class HostFacts:
                 continue
             if contents and self._started - entry[6] < SETTLING_NS:
                 return os.urandom(16)  # still settling: equal to nothing
-            digest.update(repr(entry if contents else entry[:4]).encode())
+            # without contents: path, type and mode, owners, and whether overlay made the
+            # directory opaque (its lower entries then read deleted)
+            digest.update(repr(entry if contents else (*entry[:4], entry[7] < 0)).encode())
         return digest.digest()
 
     # -- processes and sockets --------------------------------------------
@@ -194,8 +197,13 @@ class HostFacts:
         return found
 
     def _listening(self) -> bytes:
-        rows = []
-        for table in ("tcp", "tcp6", "udp", "udp6", "unix"):
+        # TCP and UDP from the kernel's socket diagnostics where this process may enter the
+        # host's network namespace (``fixos.stack.sockdiag``: ~0.3 instead of ~4.5 ms), else
+        # from the /proc tables; UNIX sockets from /proc (a short list).
+        asked = sockdiag.listeners(self._pid)
+        rows: list[tuple] = [("inet", *row) for row in asked] if asked is not None else []
+        tables = ("unix",) if asked is not None else ("tcp", "tcp6", "udp", "udp6", "unix")
+        for table in tables:
             try:
                 with open(f"/proc/{self._pid}/net/{table}", encoding="ascii", errors="replace") as f:
                     lines = f.read().splitlines()[1:]

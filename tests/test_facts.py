@@ -14,8 +14,10 @@ import time
 import pytest
 
 from fixos.episodes import Episode
+from fixos.inspection import JudgeSessions
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.solution import render
+from fixos.stack import sockdiag
 from fixos.stack.hosts import LiveHost
 from fixos.verifier import CHECKS, Check
 
@@ -103,7 +105,8 @@ def test_a_link_on_the_log_tmpfs_is_read_as_a_link(live_host: LiveHost):
 @pytest.mark.live
 def test_progress_asks_again_only_what_moved_and_still_sees_each_loosening(client, images, monkeypatch):
     asked: collections.Counter[str] = collections.Counter()
-    for kind in ("config_unchanged", "modes_unchanged", "server_settings_unchanged", "port_listening"):
+    kinds = ("config_unchanged", "modes_unchanged", "server_settings_unchanged", "port_listening")
+    for kind in (*kinds, "programs_unchanged", "logs_kept"):
         cls: type[Check] = CHECKS.get(kind)
         evaluate = cls.evaluate
         monkeypatch.setattr(
@@ -122,6 +125,7 @@ def test_progress_asks_again_only_what_moved_and_still_sees_each_loosening(clien
         # declared no facts: asked every time; the others' facts did not move
         assert asked["server_settings_unchanged"] == 3
         assert asked["config_unchanged"] == asked["modes_unchanged"] == asked["port_listening"] == 0, asked
+        assert asked["programs_unchanged"] == asked["logs_kept"] == 0, asked
 
         def failing() -> list[str]:
             return [c.type for c in ep.progress().checks if not c.passed]
@@ -134,7 +138,73 @@ def test_progress_asks_again_only_what_moved_and_still_sees_each_loosening(clien
         assert "modes_unchanged" in failing()
         assert ep.shell.run("chmod 755 /var/www/html").ok
         assert failing() == []
+        assert ep.shell.run("mv /var/log/nginx/access.log /var/log/.kept").ok
+        assert "logs_kept" in failing()
+        assert ep.shell.run("mv /var/log/.kept /var/log/nginx/access.log").ok
+        assert failing() == []
         asked.clear()
+        healthy = ep.shell.run("mariadb -N -B -e 'SELECT @@max_connections'").output.strip()
+        assert healthy.isdigit(), healthy
         assert ep.shell.run("mariadb -e 'SET GLOBAL max_connections = 5000'").ok
         assert failing() == ["server_settings_unchanged"]
         assert asked["config_unchanged"] == 0  # nothing it reads moved
+        assert ep.shell.run(f"mariadb -e 'SET GLOBAL max_connections = {healthy}'").ok
+        assert ep.shell.run("cp /usr/bin/true /usr/local/bin/ps").ok  # a program beside the image's
+        assert failing() == ["programs_unchanged"]
+
+
+@pytest.mark.live
+def test_kept_sessions_answer_only_when_the_hosts_processes_moved(client, images, monkeypatch):
+    """A quiet step does not ask the judge's kept sessions to echo (~4 ms a host): nothing
+    in the host changed its processes, and only that (a kill, a stop) could break them. A
+    session the host kills moves them: it is asked, found dead, replaced."""
+    echoes: collections.Counter[str] = collections.Counter()
+    answers = JudgeSessions._answers
+    monkeypatch.setattr(
+        JudgeSessions,
+        "_answers",
+        lambda self, shell, refresh=True: echoes.update(["asked"]) or answers(self, shell, refresh),
+    )
+    scenario = load_catalog()["easy_1"]
+    with Episode(scenario, 1, client=client, images=images, run_id=f"test-facts-{time.monotonic_ns()}") as ep:
+        assert ep.shell.run(render(scenario.solution, ep.faults), timeout=60).ok
+        assert ep.progress().reward == 1.0
+        assert ep.progress().reward == 1.0  # the sessions the first one opened are in the facts now
+        echoes.clear()
+        assert [ep.progress().reward for _ in range(3)] == [1.0] * 3
+        assert echoes["asked"] == 0
+        # root in the host kills every bash it did not start: the judge's sessions among them
+        mine = ep.shell.run("echo $$").output.strip()
+        killed = ep.shell.run(f"for p in $(pgrep -x bash); do [ $p != {mine} ] && kill -9 $p; done; true")
+        assert killed.ok, killed.output
+        assert ep.progress().reward == 1.0
+        assert echoes["asked"] >= 1
+
+
+def test_sock_diag_is_refused_where_the_namespace_cannot_be_entered():
+    assert sockdiag.listeners(2**22 + 7) is None  # no such process: the caller reads /proc
+
+
+@pytest.mark.live
+def test_sock_diag_lists_what_the_proc_tables_list(live_host: LiveHost):
+    """The host's TCP listeners and UDP sockets as sock_diag gives them are the ones its
+    /proc/<pid>/net tables list: same ports, owners and inodes."""
+    shell = live_host.shell(default_timeout=20)
+    try:
+        quiet = "</dev/null >/dev/null 2>&1 &"
+        assert shell.run(f"setsid nc -l -p 8089 {quiet} setsid nc -u -l -p 5353 {quiet}").ok
+        time.sleep(0.3)
+        pid = live_host.facts()._pid  # type: ignore[union-attr]
+        asked = sockdiag.listeners(pid)
+        assert asked is not None, "root on this machine may enter a host's network namespace"
+        listed = set()
+        for table in ("tcp", "tcp6", "udp", "udp6"):
+            with open(f"/proc/{pid}/net/{table}") as f:
+                for line in f.read().splitlines()[1:]:
+                    fields = line.split()
+                    if table.startswith("udp") or fields[3] == "0A":
+                        listed.add((int(fields[1].split(":")[1], 16), int(fields[7]), int(fields[9])))
+        seen = {(int(port, 16), uid, inode) for _, _, _, port, _, uid, inode in asked}
+        assert seen == listed and {80, 8089, 5353} <= {port for port, _, _ in seen}, (seen, listed)
+    finally:
+        shell.close()

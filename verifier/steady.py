@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import Field
 
 from fixos.core.models import Outcome
-from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
+from fixos.verifier.base import CHECKS, Check, CheckParams, Facts, Probe
 from fixos.verifier.http import get_page
 
 SHOWN = 8
@@ -72,6 +72,12 @@ class ProgramsUnchanged(Check):
         if baseline is None or now is None:
             return baseline
         return {**now, **baseline}
+
+    def facts(self, facts: Facts, baseline: Any) -> bytes | None:
+        # Its outcome follows from which entries the host's upper layer holds and their
+        # types (a whiteout is a deletion); a path outside the program trees only makes it
+        # look again.
+        return facts.files(["/"], contents=False)
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
         now = self._changes(probe)
@@ -131,6 +137,10 @@ class LogsKept(Check):
     def refine(self, probe: Probe, baseline: Any) -> Any:
         now = set(self._present(probe))
         return [p for p in baseline if p in now]
+
+    def facts(self, facts: Facts, baseline: Any) -> bytes | None:
+        # whether each log is there, as a file: its entry (type, mode, owners) and those above
+        return facts.files((), contents=False, entries=self.params.paths)
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
         now = set(self._present(probe))

@@ -151,19 +151,24 @@ KEPT = "kept outcomes"
 """where a host's memo keeps, per check, the facts and outcome of its last look."""
 
 
-def _evaluate(check: Check, probe: Probe, baseline: Any, name: str = "") -> Outcome:
-    """The check's outcome; kept from the episode's previous judgement of the host where
-    the check's facts (``Check.facts``) and its baseline are the same (a running score only:
-    ``Probe.facts`` is None elsewhere)."""
+def _kept(check: Check, probe: Probe, baseline: Any, name: str) -> tuple[Outcome | None, bytes | None]:
+    """The outcome kept from the episode's previous judgement of the host, where the check's
+    facts (``Check.facts``) and its baseline are the same as then (a running score only:
+    ``Probe.facts`` is None elsewhere), and the facts' key to keep the next one under."""
     try:
         facts = probe.facts()
         key = None if facts is None or probe.memo is None else check.facts(facts, baseline)
     except Exception:  # facts that cannot be read keep nothing; the check still looks
-        key = None
+        return None, None
     if key is not None:
         kept = probe.memo.setdefault(KEPT, {}).get(name)  # type: ignore[union-attr]
         if kept is not None and kept[0] is baseline and kept[1] == key:
-            return kept[2]
+            return kept[2], key
+    return None, key
+
+
+def _look(check: Check, probe: Probe, baseline: Any, name: str, key: bytes | None) -> Outcome:
+    """The check's outcome, looked at now; kept under ``key`` for the next judgement."""
     try:
         outcome = check.evaluate(probe, baseline)
     except Exception as exc:  # a broken check fails alone; the others still count
@@ -181,15 +186,26 @@ def verify(
     registry: Registry[Check] = CHECKS,
 ) -> Verdict:
     built = _build(entries, registry)
+    # Every kept outcome first, before any check looks: the facts are read once, before any
+    # command of this judgement runs in the host (its processes would be in them), and a
+    # kept check then takes no thread and no turn; only the checks that must look are run,
+    # side by side (a quiet step's running score: a handful of the host's many checks).
+    kept = [_kept(check, probes[entry.host], baseline.get(entry.name), entry.name) for entry, check in built]
+    looking = [i for i, (outcome, _) in enumerate(kept) if outcome is None]
     futures = _all_at_once(
         [
-            (partial(_evaluate, check, probes[entry.host], baseline.get(entry.name), entry.name), check.alone)
-            for entry, check in built
+            (
+                partial(_look, check, probes[entry.host], baseline.get(entry.name), entry.name, kept[i][1]),
+                check.alone,
+            )
+            for i, (entry, check) in ((i, built[i]) for i in looking)
         ]
     )
+    outcomes: dict[int, Outcome] = {i: future.result() for i, future in zip(looking, futures, strict=True)}
     results = []
-    for (entry, _), future in zip(built, futures, strict=True):
-        outcome = future.result()  # _evaluate never raises
+    for i, (entry, _) in enumerate(built):
+        outcome = outcomes[i] if i in outcomes else kept[i][0]
+        assert outcome is not None
         results.append(
             CheckResult(
                 name=entry.name,
