@@ -166,6 +166,14 @@ class HostPool:
                 return len(self._ready.get(shape_of(hosts), ()))
             return sum(len(q) for q in self._ready.values())
 
+    def settle(self) -> None:
+        """Wait until no stack is booting and every discarded one is removed: what a
+        benchmark waits for between episodes whose phases it times, so that the pool's
+        own work in the background is not counted in them."""
+        with self._lock:
+            self._lock.wait_for(lambda: self._closed or not any(self._booting.values()))
+        self._doomed.join()
+
     def close(self) -> None:
         """Stop booting, remove every warm and every discarded stack, and wait for that."""
         with self._lock:
@@ -251,3 +259,4 @@ class HostPool:
                 return
             with contextlib.suppress(Exception):
                 stack.down()
+            self._doomed.task_done()
