@@ -1,7 +1,9 @@
 """Harbor itself, in an environment of its own, run on exported FixOS tasks.
 
 Harbor (https://github.com/laude-institute/harbor) needs Python >= 3.12; FixOS runs
-on 3.11. Its own virtual environment (``.venv-harbor``) is made from the first
+on 3.11. Its own virtual environment (``.venv/harbor``: inside FixOS's own, so that a
+package check that reads the source tree, such as ``openenv validate``, skips its
+links) is made from the first
 Python >= 3.12 found (``HARBOR_PYTHON``, then ``python3.13``/``python3.12`` on PATH,
 then pyenv's versions), at a pinned version (``HARBOR_VERSION`` overrides it).
 Tasks run through ``harbor run`` with Harbor's local Docker environment (which
@@ -28,7 +30,7 @@ from fixos.stack.sources import pip_build_options
 ROOT = Path(__file__).resolve().parent.parent
 HARBOR_VERSION = "0.26.0"
 """the newest release PyPI served on 2026-12-01; ``HARBOR_VERSION`` tries another."""
-VENV = ROOT / ".venv-harbor"
+VENV = ROOT / ".venv" / "harbor"
 MIN_PYTHON = (3, 12)
 
 

@@ -19,21 +19,20 @@ from typing import Any
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
-from fixos.core.errors import BudgetExhausted, ShellError, StackError
+from fixos.core.errors import BudgetExhausted, ShellError
 from fixos.core.models import CommandResult, Verdict
 from fixos.episodes import Episode
 from fixos.scenarios.schema import Scenario
 from fixos.server.context import BadRequest, NoEpisode, ServerContext, SessionExpired
-from fixos.server.hostview import HostView, parse, probe_script
+from fixos.server.hostview import HostView
 from fixos.server.models import DONE_COMMAND, FixOSAction, FixOSObservation, FixOSState
+from fixos.server.monitor import Monitor
 from fixos.server.prepared import Ready, prepared_episode_id
 from fixos.server.rewards import step_reward
-from fixos.shells.base import Shell
 from fixos.shells.recording import RecordingShell
 
 __all__ = ["BadRequest", "FixOSEnvironment", "NoEpisode", "ServerContext", "SessionExpired", "progress"]
 
-PROBE_TIMEOUT = 10.0
 HISTORY = 20
 
 
@@ -46,7 +45,7 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
         self._episode: Episode | None = None
         self._scenario: Scenario | None = None
         self._shell: RecordingShell | None = None
-        self._probe: Shell | None = None
+        self._monitor: Monitor | None = None
         self._hosts = HostShells()
         self._view = HostView()
         self._progress = 0.0
@@ -168,9 +167,9 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
         cost a second inspector and every gate for the same answer (tests/test_shared_baselines.py)."""
         if ready is None:
             episode.reset()
-            self._probe, self._view = first_look(episode)
+            self._monitor, self._view = first_look(episode)
         else:
-            self._probe, self._view = ready.probe, ready.view
+            self._monitor, self._view = ready.monitor, ready.view
         limits = scenario.limits
         self._hosts = HostShells(episode)
         self._shell = RecordingShell(
@@ -273,8 +272,8 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
         )
 
     def _look(self, *, first: bool) -> HostView:
-        assert self._probe is not None and self._scenario is not None
-        return look(self._probe, self._scenario, None if first else self._view)
+        assert self._monitor is not None
+        return self._monitor.look(None if first else self._view)
 
     def _judge(self) -> Verdict:
         # Per-step progress: the verifier's checks without waiting out hold periods.
@@ -282,10 +281,10 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
         return self._episode.progress()
 
     def _release(self) -> None:
-        if self._probe is not None:
+        if self._monitor is not None:
             with contextlib.suppress(Exception):  # the container may be gone already; the stack still goes
-                self._probe.close()
-        self._shell = self._probe = None  # the agent's shells are the episode's: it closes them
+                self._monitor.close()
+        self._shell, self._monitor = None, None  # the agent's shells are the episode's: it closes them
         if self._episode is not None:
             episode, self._episode = self._episode, None
             episode.close()
@@ -316,25 +315,15 @@ class HostShells:
         pass  # the episode closes its shells
 
 
-def look(probe: Shell, scenario: Scenario, before: HostView | None) -> HostView:
-    """The login host as a monitor sees it (``before``: the last look, None for the first)."""
-    login = scenario.login_host
-    services = next(h.services for h in scenario.hosts if h.name == login)
+def first_look(episode: Episode) -> tuple[Monitor, HostView]:
+    """The monitor of a reset episode's login host (``fixos.server.monitor``), and its first look."""
+    login = episode.scenario.login_host
+    services = next(h.services for h in episode.scenario.hosts if h.name == login)
+    monitor = Monitor(episode.host, services)
     try:
-        result = probe.run(probe_script(services, first=before is None), timeout=PROBE_TIMEOUT)
-    except (ShellError, StackError) as exc:  # a host the agent broke badly is still judged
-        return HostView(error=f"the host probe failed: {exc}")
-    return parse(result.output, before)
-
-
-def first_look(episode: Episode) -> tuple[Shell, HostView]:
-    """The probe's own session on a reset episode's login host, and its first look."""
-    probe = episode.host.shell(default_timeout=PROBE_TIMEOUT)
-    try:
-        return probe, look(probe, episode.scenario, None)
+        return monitor, monitor.look(None)
     except BaseException:
-        with contextlib.suppress(Exception):
-            probe.close()
+        monitor.close()
         raise
 
 

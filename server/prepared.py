@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from fixos.episodes import Episode
 from fixos.scenarios.schema import Scenario
 from fixos.server.hostview import HostView
-from fixos.shells.base import Shell
+from fixos.server.monitor import Monitor
 
 MOST_ANNOUNCED = 10_000
 """rows waiting to be prepared at most: an announcement past it is refused, not trimmed."""
@@ -35,15 +35,15 @@ MOST_ANNOUNCED = 10_000
 
 @dataclass
 class Ready:
-    """A reset episode with its probe session and first look, waiting for a session."""
+    """A reset episode with its monitor and first look, waiting for a session."""
 
     episode: Episode
-    probe: Shell
+    monitor: Monitor
     view: HostView
 
 
 Opener = Callable[[Scenario, int, str], Episode]
-Looker = Callable[[Episode], tuple[Shell, HostView]]
+Looker = Callable[[Episode], tuple[Monitor, HostView]]
 
 
 def prepared_episode_id(scenario: Scenario, seed: int) -> str:
@@ -167,14 +167,14 @@ class Prepared:
         episode = self._open(scenario, seed, prepared_episode_id(scenario, seed))
         try:
             episode.reset()
-            probe, view = self._look(episode)
+            monitor, view = self._look(episode)
         except BaseException:
             episode.close()
             raise
-        return Ready(episode, probe, view)
+        return Ready(episode, monitor, view)
 
 
 def _free(item: Ready) -> None:
     with contextlib.suppress(Exception):
-        item.probe.close()
+        item.monitor.close()
     item.episode.close()

@@ -29,7 +29,7 @@ from fixos.shells.exec import ExecShell
 from fixos.shells.ssh import SshShell, new_key, public_line
 from fixos.stack.disk_guard import DiskWatch, bounds_of, disk_mode, host_storage_opt, host_ulimits
 from fixos.stack.facts import HostFacts
-from fixos.stack.host_files import LocalView, local_view
+from fixos.stack.host_files import HostFiles, LocalView, local_view
 from fixos.stack.names import container_name, owner_label
 from fixos.stack.networks import create_network
 from fixos.stack.overlay import overlay_changes
@@ -153,6 +153,10 @@ class LiveHost:
         if view.layers is None or view.files is None:
             return None
         return HostFacts(view.files.pid, view.layers.upper, view.files.root_fd)
+
+    def local_files(self) -> HostFiles | None:
+        """Its root, held open from this machine where the engine is local; None elsewhere."""
+        return self._view().files
 
     @property
     def reads_locally(self) -> bool:

@@ -31,6 +31,7 @@ from fixos.server.app import create_fixos_app
 from fixos.server.environment import FixOSEnvironment, ServerContext
 from fixos.server.hostview import HostView, parse, probe_script
 from fixos.server.models import DiskInfo, ProcessInfo, ServiceInfo
+from fixos.server.monitor import Monitor
 from fixos.server.rewards import TABLE, step_reward
 from fixos.stack.leftovers import remove_labelled
 
@@ -192,6 +193,51 @@ def test_probe_output_parses_into_a_view():
 
 
 # -- live ------------------------------------------------------------------------------
+
+
+class _ScriptOnly(Monitor):
+    """The same monitor as a remote engine gets it: the probe script, run in the host."""
+
+    def __init__(self, host, services) -> None:
+        super().__init__(host, services)
+        self._files = None
+
+
+@pytest.mark.live
+def test_the_monitor_read_from_here_sees_what_the_probe_script_sees(live_host):
+    """The view built from the host's files read from this machine (no program of the host
+    run) agrees with the probe script run in the host: processes and their owners, a hog,
+    a stopped service, the disks and memory; and a forged ``ps`` hides nothing from it."""
+    services = ["nginx", "mariadb", "php8.2-fpm", "ssh"]
+    shell = live_host.shell(default_timeout=20)
+    here, there = Monitor(live_host, services), _ScriptOnly(live_host, services)
+    try:
+        quiet = "</dev/null >/dev/null 2>&1 &"
+        assert shell.run(
+            f"setsid su -s /bin/sh www-data -c 'exec yes spin' {quiet} service nginx stop >/dev/null"
+        ).ok
+        ours, theirs = here.look(None), there.look(None)
+        assert not ours.error and not theirs.error, (ours.error, theirs.error)
+        # the script's own session and commands are not the host's: what else it lists, ours lists
+        own = ("setsid --wait bash", "bash --noprofile", "ps -eo", "awk ", "/bin/sh /etc/init.d/", "service ")
+        listed = {(p.pid, p.user, p.command) for p in theirs.processes if not p.command.startswith(own)}
+        assert len(listed) >= 8 and listed <= {(p.pid, p.user, p.command) for p in ours.processes}, listed
+        [spin] = [p for p in ours.processes if p.command == "yes spin"]
+        assert spin.user == "www-data" and spin.pid in ours.hogs and spin.pid in theirs.hogs
+        assert ours.running == theirs.running == {"mariadb", "php8.2-fpm", "ssh"}
+        assert [d.mount for d in ours.disks] == [d.mount for d in theirs.disks] == ["/", "/var/log"]
+        for a, b in zip(ours.disks, theirs.disks, strict=True):
+            assert abs(a.used_percent - b.used_percent) <= 1 and abs(a.size_mb - b.size_mb) <= 1, (a, b)
+        assert abs(ours.memory_mb - theirs.memory_mb) < 64 and ours.memory_mb > 0
+        # later looks compare with the last one, and a forged ps changes nothing seen from here
+        assert shell.run("printf '#!/bin/sh\\ntrue\\n' > /usr/local/bin/ps && chmod +x /usr/local/bin/ps").ok
+        again = here.look(ours)
+        assert spin.pid in again.hogs and not again.error
+    finally:
+        shell.run("pkill -x yes; service nginx start >/dev/null 2>&1; rm -f /usr/local/bin/ps")
+        shell.close()
+        here.close()
+        there.close()
 
 
 @pytest.mark.live
