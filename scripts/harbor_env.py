@@ -91,7 +91,8 @@ def ensure_harbor(version: str = HARBOR_VERSION, venv: Path = VENV, say=print) -
     if installed_version(venv) == version:
         return venv / "bin" / "harbor"
     python = find_python()
-    say(f"[harbor] installing Harbor {version} into {venv.name} with {python} (first run only)")
+    where = venv.relative_to(ROOT) if venv.is_relative_to(ROOT) else venv
+    say(f"[harbor] installing Harbor {version} into {where} with {python} (first run only)")
     subprocess.run([python, "-m", "venv", "--clear", str(venv)], check=True, timeout=300)
     done = subprocess.run(
         [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", f"harbor=={version}"],
