@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import NoReturn
 
@@ -49,8 +50,17 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{command + ': ' if command else ''}{message} (see {self.prog} --help)")
 
 
+def installed_version() -> str:
+    """The installed distribution's version (pyproject.toml's), or why there is none."""
+    try:
+        return metadata.version("fixos")
+    except metadata.PackageNotFoundError:
+        return "(not installed: run from a source tree without `pip install`)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="fixos", description="Benchmark agents that repair real broken servers.")
+    parser.add_argument("--version", action="version", version=f"fixos {installed_version()}")
     parser.add_argument(
         "--scenario-dir",
         type=Path,

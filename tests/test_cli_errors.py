@@ -4,11 +4,13 @@ after a SIGKILLed bench, `fixos list` leaves none of its containers or networks.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -95,6 +97,15 @@ def test_a_scenario_file_error_is_one_line_from_a_real_process(tmp_path: Path):
     )
     assert done.returncode == 2
     assert done.stderr == f"fixos: {tmp_path / 'bad.yaml'}: line 2: not UTF-8 text (byte 0xe9)\n"
+
+
+def test_version_is_the_installed_distributions():
+    done = subprocess.run(
+        [sys.executable, "-m", "fixos.cli", "--version"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"fixos {importlib.metadata.version('fixos')}\n"
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"] in done.stdout
 
 
 @pytest.mark.live
