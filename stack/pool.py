@@ -256,6 +256,7 @@ class HostPool:
         while True:
             stack = self._doomed.get()
             if stack is None:
+                self._doomed.task_done()  # so that a settle() after close() returns too
                 return
             with contextlib.suppress(Exception):
                 stack.down()

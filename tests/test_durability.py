@@ -197,14 +197,19 @@ def test_restarts_go_through_the_init_scripts_and_give_new_main_processes(live_h
 _REPLACER = r"""
 old=$(cat /run/nginx.pid)
 while [ "$(cat /run/nginx.pid 2>/dev/null)" = "$old" ] || [ ! -s /run/nginx.pid ]; do sleep 0.02; done
-sleep 0.6; kill -9 "$(cat /run/nginx.pid)"; rm -f /run/nginx.pid; nginx
+for i in 1 2 3 4 5 6 7 8; do
+  sleep 0.4; kill -9 "$(cat /run/nginx.pid 2>/dev/null)"; rm -f /run/nginx.pid; nginx
+done
 """
+# A loop rather than one kill: whichever nginx the hold's first reading sees (the restart's,
+# or one the loop already made), it is replaced or dead within its first second, whatever
+# the machine's load does to the two readings' times.
 
 
 @pytest.mark.live
 def test_the_hold_sees_a_main_process_replaced_within_a_second_of_its_start(live_host: LiveHost) -> None:
     """A watchdog no other gate saw (here the judgement is stubbed at 1.0) replaces nginx
-    0.6 s after its restart. Counted from the start of the restarted process, the hold
+    every 0.4 s once it was restarted. Counted from the start of the restarted process, the hold
     still outlasts that; with nobody replacing it, the same phase passes and says how long
     the youngest process was held."""
     judged = Verdict(1.0, [result("a", True)])
@@ -219,7 +224,9 @@ def test_the_hold_sees_a_main_process_replaced_within_a_second_of_its_start(live
     replaced = durable_verdict(lambda: judged, {"web": live_host}, services)
     [stable] = [c for c in replaced.checks if c.name == STABLE_CHECK]
     assert not stable.passed and replaced.reward == 0.0, stable.detail
-    assert "nginx" in stable.detail and ("replaced within" in stable.detail or "died within" in stable.detail)
+    assert "nginx" in stable.detail and any(
+        w in stable.detail for w in ("replaced within", "died within", "came up within")
+    ), stable.detail
 
 
 @pytest.mark.live
