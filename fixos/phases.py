@@ -6,7 +6,8 @@ exporter's capture of a Harbor task.
 
 Either failed proof is an InvalidEpisode (UnhealthyHost for the first): a scenario
 whose checks fail on a healthy host, or whose faults break nothing the score sees,
-would measure nothing.
+would measure nothing. A look at the hosts that breaks twice here is the harness's
+failure (StackError): no agent has run yet.
 """
 
 from __future__ import annotations
@@ -16,18 +17,19 @@ import copy
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
-from fixos.core.errors import InvalidEpisode, UnhealthyHost
+from fixos.core.errors import InvalidEpisode, StackError, UnhealthyHost
 from fixos.core.models import InjectedFault, Verdict
 from fixos.core.registry import Registry
 from fixos.injector import FAULTS, Fault, inject_all
-from fixos.inspection import Looking
+from fixos.inspection import KILLED, Looking
 from fixos.scenarios.schema import Scenario
 from fixos.shells.base import Shell
 from fixos.verifier import CHECKS, Baseline, Check, CheckEntry, HostAccess, Probe, judge
 from fixos.verifier.backend import testinfra_host
 
+T = TypeVar("T")
 FaultEntry = tuple[str, str, Any]
 """(host, fault type, params): what the injector needs of a scenario's fault."""
 
@@ -62,10 +64,22 @@ def in_host(shells: Mapping[str, Shell], hosts: Mapping[str, HostAccess]) -> Van
     return lambda patient: contextlib.nullcontext(Looking(probes_of(shells, hosts, patient=patient)))
 
 
-def _undisturbed(looking: Looking, moment: str) -> None:
-    disturbed = looking.disturbed()
-    if disturbed:
-        raise InvalidEpisode(f"the verifier's view of the {moment} hosts broke: {disturbed}")
+def _looked(look: Vantage, patient: bool, moment: str, judging: Callable[[Looking], T]) -> T:
+    """``judging`` over one look at the hosts, before any agent ran; once more over a new
+    look when the first broke. What breaks a look here cannot be an agent's doing (none has
+    run): on a machine loaded past what the sessions' waits allow (64 resets at once on 2
+    cores), a judge session may not answer in time. Twice is the harness's failure
+    (StackError, like a host that did not boot), never the agent's nor the scenario's."""
+    for _attempt in (1, 2):
+        with look(patient) as looking:
+            judged = judging(looking)
+            disturbed = looking.disturbed()
+        if not disturbed:
+            return judged
+    why = "; ".join(f"{host}: {reason.removeprefix(KILLED + ': ')}" for host, reason in disturbed.items())
+    raise StackError(
+        f"the verifier could not look at the {moment} hosts (twice, before any agent ran): {why}"
+    )
 
 
 class Remembered:
@@ -136,9 +150,12 @@ def break_hosts(
         # Patient: a healthy page slow to answer on a loaded machine is asked again, not
         # taken for a broken host (which makes the episode invalid); patience costs nothing
         # when the host answers, and the hosts are healthy here.
-        with look(True) as looking:
-            proof = judge(checks, looking.probes, moment="healthy", registry=check_types)
-            _undisturbed(looking, "healthy")
+        proof = _looked(
+            look,
+            True,
+            "healthy",
+            lambda looking: judge(checks, looking.probes, moment="healthy", registry=check_types),
+        )
         if not proof.verdict.solved:
             failing = "; ".join(f"{c.name}: {c.detail}" for c in proof.verdict.checks if not c.passed)
             raise UnhealthyHost(f"checks fail on the healthy host: {failing}")
@@ -146,11 +163,13 @@ def break_hosts(
     injected = inject_all(
         list(faults), inject_through or shells, seed, registry=fault_types, on_injected=on_injected
     )
+
     # judge() narrows a copy: the healthy evidence stays as recorded, for a pool to reuse.
-    with look(False) as looking:
+    def confirm(looking: Looking) -> Any:
         probes = {name: replace(p, access=Remembered(p.access)) for name, p in looking.probes.items()}
-        broken = judge(checks, probes, copy.deepcopy(healthy), moment="broken", registry=check_types)
-        _undisturbed(looking, "broken")
+        return judge(checks, probes, copy.deepcopy(healthy), moment="broken", registry=check_types)
+
+    broken = _looked(look, False, "broken", confirm)
     if broken.verdict.solved:
         raise InvalidEpisode("the injected faults left every scored check passing")
     return BrokenHosts(injected, healthy, broken.baseline, broken.verdict)

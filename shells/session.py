@@ -14,6 +14,7 @@ exit code of a session that ended.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import secrets
 import threading
@@ -45,6 +46,22 @@ _GRACE = 3.0
 """seconds to wait for the shell to come back after its command was killed."""
 _SIDE_PATIENCE = 5.0
 """seconds to keep retrying a side command: under PID exhaustion most forks fail, a few get through."""
+OPEN_SECONDS = 15.0
+"""how long a new session's bash may take to say its pid on a machine with a core to spare
+(it takes ~50 ms there); stretched by the machine's load (``open_wait``)."""
+OPEN_SECONDS_MOST = 60.0
+
+
+def open_wait() -> float:
+    """``OPEN_SECONDS`` times the runnable tasks per core when there are more than one:
+    with 64 hosts resetting at once on 2 cores (load ~60) a new session once took over 15 s
+    to be scheduled, and was taken for a host that kills what joins it. At most
+    ``OPEN_SECONDS_MOST``: a session a host stops on purpose is waited for that long."""
+    try:
+        per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:
+        per_core = 1.0
+    return min(OPEN_SECONDS_MOST, OPEN_SECONDS * max(1.0, per_core))
 
 
 def _one_line(exc: BaseException) -> str:
@@ -161,7 +178,7 @@ class BashSession:
                 f"[ -r {self._state}.cwd ] && {{ read -r __fixos_d < {self._state}.cwd; "
                 f'cd -- "$__fixos_d" 2>/dev/null; unset __fixos_d; }}; ' + prelude
             )
-        result = self._exchange(prelude, timeout=15.0, may_kill=False)
+        result = self._exchange(prelude, timeout=open_wait(), may_kill=False)
         said = result[0].strip().splitlines() if result is not None else []
         if not said or not said[-1].isdigit():
             heard = " ".join(" ".join(said).split())[:120]

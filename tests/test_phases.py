@@ -3,15 +3,17 @@ evidence, broken proof, and the two ways a reset is refused."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 from typing import Any
 
 import pytest
 
-from fixos.core.errors import InvalidEpisode, UnhealthyHost
+from fixos.core.errors import InvalidEpisode, StackError, UnhealthyHost
 from fixos.core.models import HttpResponse, Outcome
 from fixos.core.registry import Registry
 from fixos.injector import Fault
+from fixos.inspection import KILLED, Looking, WatchedShell
 from fixos.phases import break_hosts
 from fixos.shells import FakeShell
 from fixos.shells.base import Shell
@@ -139,3 +141,34 @@ def test_a_proven_healthy_baseline_skips_the_snapshot() -> None:
     assert world.order.count("read") == 1  # only the broken verdict read the page
     assert broken.healthy is cached and cached == {"page": {"seen": "ok"}}
     assert broken.baseline == {"page": {"seen": "ok", "refined": True}}
+
+
+class BreakingLooks:
+    """A vantage whose first ``breaks`` looks break (a session that did not answer in time)."""
+
+    def __init__(self, world: World, breaks: int) -> None:
+        self.world, self.breaks, self.looks = world, breaks, 0
+
+    @contextlib.contextmanager
+    def __call__(self, patient: bool):
+        self.looks += 1
+        error = f"{KILLED}: shell did not answer in 15s" if self.looks <= self.breaks else None
+        shell = WatchedShell(FakeShell(self.world.handle), error)
+        yield Looking({"web": Probe(None, shell, Outside(), patient)}, {"web": shell})  # type: ignore[arg-type]
+
+
+def test_a_look_that_breaks_at_reset_is_taken_again() -> None:
+    world = World()
+    looks = BreakingLooks(world, breaks=1)
+    broken = _break(world, vantage=looks)
+    assert looks.looks == 3  # healthy: broke, then again; broken: once
+    assert broken.verdict.reward == 0.0
+
+
+def test_a_look_that_breaks_twice_at_reset_is_the_harness_failure_never_the_agents() -> None:
+    looks = BreakingLooks(World(), breaks=2)
+    with pytest.raises(
+        StackError, match=r"healthy hosts \(twice, before any agent ran\): web: shell did not"
+    ) as err:
+        _break(World(), vantage=looks)
+    assert KILLED not in str(err.value) and not isinstance(err.value, InvalidEpisode)

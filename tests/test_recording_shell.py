@@ -24,3 +24,17 @@ def test_wall_time_budget():
     shell = RecordingShell(FakeShell(lambda c: ""), max_steps=5, wall_seconds=0.0, command_timeout=5)
     with pytest.raises(BudgetExhausted, match="wall-time"):
         shell.run("a")
+
+
+def test_a_new_session_is_waited_for_longer_on_a_loaded_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fixos.shells import session
+
+    monkeypatch.setattr(session.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(session.os, "getloadavg", lambda: (0.5, 0.0, 0.0))
+    assert session.open_wait() == session.OPEN_SECONDS  # a core to spare: the usual wait
+    monkeypatch.setattr(session.os, "getloadavg", lambda: (6.0, 0.0, 0.0))
+    assert session.open_wait() == 3 * session.OPEN_SECONDS  # three runnable tasks per core
+    monkeypatch.setattr(session.os, "getloadavg", lambda: (60.0, 0.0, 0.0))
+    assert (
+        session.open_wait() == session.OPEN_SECONDS_MOST
+    )  # bounded: a stopped session is not waited for ever
