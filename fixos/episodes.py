@@ -166,7 +166,10 @@ class Episode:
         # what the agent left running is judged once init adopts it (nothing_new_running)
         self._shell.close()
         verdict = durable_verdict(
-            lambda: self._judge(patient=True), self.stack.hosts, self._services(), times=self.verify_times
+            lambda holding: self._judge(patient=True, holding=holding),
+            self.stack.hosts,
+            self._services(),
+            times=self.verify_times,
         )
         self.timings.verify = time.monotonic() - started
         return verdict
@@ -237,8 +240,10 @@ class Episode:
         self._sessions = JudgeSessions.kept(self._sessions, judge, self.stack.hosts)
         return vantage(self._client, self.stack.hosts, image, judge, patient=patient, sessions=self._sessions)
 
-    def _judge(self, *, patient: bool) -> Verdict:
+    def _judge(self, *, patient: bool, holding: bool = True) -> Verdict:
         with self._inspected(patient) as looking:
+            for probe in looking.probes.values():
+                probe.holding = holding
             if patient:
                 wait_for_exits({name: probe.shell for name, probe in looking.probes.items()})
             verdict = judge(self._checks, looking.probes, self._baseline).verdict

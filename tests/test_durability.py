@@ -86,17 +86,17 @@ def test_a_reward_of_zero_as_left_is_final_without_restarts() -> None:
     asked = []
     as_left = Verdict(0.0, [result("a", False), result("gate", True, scored=False)])
     verdict = durable_verdict(
-        lambda: asked.append(1) or as_left,
+        lambda holding: asked.append(holding) or as_left,
         {"web": _NeverRestarted()},
         {"web": ["nginx", "mariadb"]},  # type: ignore[dict-item]
     )
-    assert asked == [1] and verdict.reward == 0.0 and verdict.restarts == {}
+    assert asked == [False] and verdict.reward == 0.0 and verdict.restarts == {}
     assert verdict.phases == {AS_LEFT: as_left.checks}
     [stable] = [c for c in verdict.checks if c.name == STABLE_CHECK]
     assert stable.detail.startswith("not judged")
     partial = Verdict(0.5, [result("a", False), result("b", True)])
     with pytest.raises(AssertionError, match="restarted"):  # anything above 0.0 is restarted
-        durable_verdict(lambda: partial, {"web": _NeverRestarted()}, {"web": ["nginx"]})  # type: ignore[dict-item]
+        durable_verdict(lambda _: partial, {"web": _NeverRestarted()}, {"web": ["nginx"]})  # type: ignore[dict-item]
 
 
 def test_stability_wants_the_same_live_main_process_at_both_ends() -> None:
@@ -214,14 +214,16 @@ def test_the_hold_sees_a_main_process_replaced_within_a_second_of_its_start(live
     the youngest process was held."""
     judged = Verdict(1.0, [result("a", True)])
     services = {"web": ["nginx", "php8.2-fpm"]}
-    kept = durable_verdict(lambda: judged, {"web": live_host}, services)
+    holding: list[bool] = []
+    kept = durable_verdict(lambda h: holding.append(h) or judged, {"web": live_host}, services)
+    assert holding == [False, True]  # the checks' own holds: in the judgement after the restarts only
     [stable] = [c for c in kept.checks if c.name == STABLE_CHECK]
     assert stable.passed and kept.reward == 1.0, stable.detail
     held = float(stable.detail.split(" for ")[1].split("s")[0])
     assert held >= 1.0, stable.detail
     watchdog = f"setsid sh -c {shlex.quote(_REPLACER)} </dev/null >/dev/null 2>&1 &"
     assert live_host.run_program(["sh", "-c", watchdog]).ok
-    replaced = durable_verdict(lambda: judged, {"web": live_host}, services)
+    replaced = durable_verdict(lambda _: judged, {"web": live_host}, services)
     [stable] = [c for c in replaced.checks if c.name == STABLE_CHECK]
     assert not stable.passed and replaced.reward == 0.0, stable.detail
     assert "nginx" in stable.detail and any(

@@ -69,6 +69,30 @@ def test_http_page_wants_the_healthy_body():
     assert "no answer" in check.evaluate(probe(access), baseline).detail
 
 
+class FallingSite(FakeAccess):
+    """A page that answers once, then is gone (a killer took the server down)."""
+
+    def http_get(self, port: int, path: str, timeout: float = 5.0) -> HttpResponse:
+        page = super().http_get(port, path, timeout)
+        self.pages.pop(path, None)
+        return page
+
+
+def test_a_page_that_must_stay_up_is_held_in_the_last_judgement_only():
+    check = HttpPage(HttpPage.Params(path="/", same_as_healthy=False, hold_seconds=0.05))
+    site = FallingSite()
+    site.pages["/"] = HttpResponse(200, b"up")
+    last = probe(site)
+    outcome = check.evaluate(last, None)
+    assert not outcome.passed and outcome.detail.startswith("up, then 0.05s later: "), outcome.detail
+    site.pages["/"] = HttpResponse(200, b"up")
+    as_left = probe(site)
+    as_left.holding = False  # the final verdict's first judgement: up now is enough there
+    outcome = check.evaluate(as_left, None)
+    assert outcome.passed and "later" not in outcome.detail, outcome.detail
+    assert "/" not in site.pages  # asked once only
+
+
 def test_file_unchanged_names_the_changed_file():
     access = FakeAccess()
     access.files = {"/etc/a": b"one", "/etc/b": b"two"}

@@ -57,6 +57,9 @@ class Probe:
     access: HostAccess
     patient: bool = True
     """False while the harness checks its own set-up: checks skip their waiting."""
+    holding: bool = True
+    """whether checks wait out their own hold periods when patient (a page that must stay
+    up): a final verdict holds in its last judgement only (``fixos.durability``)."""
     root: str = ""
     """where ``shell`` sees the host's filesystem: ``""`` from inside the host (the exported
     verifier), ``/proc/1/root`` from an inspector (``fixos.verifier.vantage``)."""

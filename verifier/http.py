@@ -49,7 +49,8 @@ class HttpPage(Check):
         same_as_healthy: bool = True
         contains: str | None = None
         hold_seconds: float = Field(default=0, ge=0, le=60)
-        """ask again after this long: the page must stay up, not just be up."""
+        """ask again after this long: the page must stay up, not just be up (in the final
+        verdict's last judgement, after the restarts: ``fixos.durability``)."""
 
     def snapshot(self, probe: Probe) -> Any:
         resp = get_page(probe, self.params.port, self.params.path)
@@ -57,7 +58,7 @@ class HttpPage(Check):
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
         outcome = self._once(probe, baseline)
-        if not outcome.passed or not self.params.hold_seconds or not probe.patient:
+        if not outcome.passed or not self.params.hold_seconds or not (probe.patient and probe.holding):
             return outcome
         time.sleep(self.params.hold_seconds)
         later = self._once(probe, baseline)
