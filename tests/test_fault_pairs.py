@@ -129,6 +129,7 @@ def test_a_pinned_pid_fault_injects_before_the_faults_listed_ahead_of_it():
 
     class Recorded(Fault):
         Params = Pinnable
+        records = ("name",)
 
         def inject(self, shell: Shell, rng: random.Random) -> dict:
             order.append(self.type)
