@@ -78,9 +78,14 @@ def test_solution_names_pinned_processes_through_pid_of() -> None:
             "deleted_open_file", "web", {}, {"name": "event-relay", "pid": 2000, "file": "/x y"}, ""
         ),
     ]
-    script = render("kill {{ f0.processes.0.pid }} {{ f1.pid }}; cat {{ f1.file }}", located(faults))
+    names = "kill {{ cpu_hog.processes.0.pid }} {{ deleted_open_file.pid }}; cat {{ deleted_open_file.file }}"
+    script = render(names, located(faults))
     assert script == """kill "$(pid_of thumb-worker 1000)" "$(pid_of event-relay 2000)"; cat '/x y'"""
-    assert render("kill {{ f1.pid }}", faults) == "kill 2000"  # FixOS's own runs keep the number
+    assert (
+        render("kill {{ deleted_open_file.pid }}", faults) == "kill 2000"
+    )  # FixOS's own runs keep the number
+    # ... and so does a fault type's reference fix, rendered for the replay
+    assert render("{{ fix(cpu_hog) }}", located(faults)) == 'kill "$(pid_of thumb-worker 1000)"'
 
 
 def test_replay_waits_for_the_symptoms_the_faults_confirm() -> None:
