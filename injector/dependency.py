@@ -123,6 +123,7 @@ class DependencyBroken(Fault):
     records = ("variant", "repair")
 
     def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The link repaired by the command the fault recorded (``repair``)."""
         return f"sh -c {word(seeded['repair'])}"
 
     class Params(FaultParams):

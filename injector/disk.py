@@ -68,6 +68,7 @@ class DiskFill(Fault):
     records = ("files", "junk")
 
     def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The junk files removed."""
         return f"printf '%s\\n' {word(seeded['junk'])} | xargs -r rm -f --"
 
     class Params(FaultParams):
@@ -143,6 +144,7 @@ class DeletedOpenFile(Fault):
     records = ("name", "pid", "path", "file", "bytes")
 
     def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The culprit killed, by the PID it recorded."""
         return f"kill {word(seeded['pid'])}"
 
     class Params(FaultParams):
@@ -207,6 +209,7 @@ class InodesExhausted(Fault):
     records = ("directory", "prefix")
 
     def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The directory of tiny files removed."""
         return f"rm -rf {word(seeded['directory'])}"
 
     class Params(FaultParams):

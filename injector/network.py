@@ -107,6 +107,7 @@ class FirewallBlocks(Fault):
     records = ("action", "chain", "tool", "subnet", "undo")
 
     def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The fault's own undo, as it recorded it (``undo``)."""
         return str(seeded["undo"])  # shell the fault wrote itself
 
     @classmethod
@@ -169,6 +170,7 @@ class DbBindLocal(Fault):
     records = ("file", "line", "undo")
 
     def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The fault's own undo, as it recorded it (``undo``)."""
         return str(seeded["undo"])  # shell the fault wrote itself
 
     @classmethod
@@ -224,6 +226,7 @@ class DbHostWrong(Fault):
     records = ("variant", "name", "wrong", "undo")
 
     def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The fault's own undo, as it recorded it (``undo``)."""
         return str(seeded["undo"])  # shell the fault wrote itself
 
     class Params(FaultParams):
@@ -288,6 +291,7 @@ class LinkThrottled(Fault):
     records = ("rate_bits", "undo")
 
     def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The fault's own undo, as it recorded it (``undo``)."""
         return str(seeded["undo"])  # shell the fault wrote itself
 
     @classmethod

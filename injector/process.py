@@ -81,6 +81,7 @@ class CpuHog(Fault):
     records = ("processes",)
 
     def fix(self, seeded: Mapping[str, Any]) -> str:
+        """Every hog killed, by the PIDs it recorded."""
         return "kill " + words(p["pid"] for p in seeded["processes"])
 
     class Params(FaultParams):
@@ -151,6 +152,7 @@ class PortSquatter(Fault):
     records = ("name", "pid", "path")
 
     def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The culprit killed, by the PID it recorded."""
         return f"kill {word(seeded['pid'])}"
 
     class Params(FaultParams):
@@ -224,6 +226,7 @@ class MemoryHog(Fault):
     records = ("name", "pid", "path", "mb")
 
     def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The culprit killed, by the PID it recorded."""
         return f"kill {word(seeded['pid'])}"
 
     class Params(FaultParams):
@@ -290,6 +293,7 @@ class ServiceKiller(Fault):
     records = ("name", "pid", "path")
 
     def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The culprit killed, by the PID it recorded."""
         return f"kill {word(seeded['pid'])}"
 
     class Params(FaultParams):

@@ -44,6 +44,7 @@ class ServiceStopped(Fault):
     type = "service_stopped"
 
     def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The service started again."""
         return f"service {self.params.service} start"
 
     class Params(FaultParams):
