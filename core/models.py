@@ -91,8 +91,11 @@ class ScriptFailure:
     """the last lines the script printed."""
 
     def describe(self) -> str:
-        where = f"line {self.line} (`{self.text.strip()}`)" if self.line is not None else "the script"
-        return f"solution {where} exited {self.exit_code}"
+        where = (
+            f"solution line {self.line} (`{self.text.strip()}`)" if self.line is not None else "the solution"
+        )
+        how = "was killed at its timeout" if self.exit_code == 124 else f"exited {self.exit_code}"
+        return f"{where} {how}"
 
 
 @dataclass(frozen=True)
