@@ -159,7 +159,6 @@ def exported(
 
 
 @pytest.mark.live
-@pytest.mark.live
 def test_pid_of_finds_a_process_that_missed_its_pin(live_host: LiveHost) -> None:
     with live_host.shell() as shell:
         shell.run("printf '#!/bin/sh\\nwhile :; do sleep 1; done\\n' > /usr/local/bin/event-relay")
@@ -173,6 +172,7 @@ def test_pid_of_finds_a_process_that_missed_its_pin(live_host: LiveHost) -> None
         assert not shell.run(ask.replace("event-relay", "audit-forwarder") + real).output.strip()
 
 
+@pytest.mark.live
 def test_same_seed_gives_the_same_bytes(
     client: docker.DockerClient, images: dict[str, str], test_run_id: str, tmp_path: Path
 ) -> None:
