@@ -163,12 +163,12 @@ def test_llm_agent_against_a_local_chat_endpoint(client, images, test_run_id, tm
     assert trajectory[-1] == {"tokens": {"prompt": 300, "completion": 21}, "reward": 1.0}
 
 
-def test_llm_agent_says_what_is_missing(monkeypatch, capsys):
+def test_llm_agent_says_what_is_missing(monkeypatch, capsys, tmp_path):
     for name in ("API_BASE_URL", "MODEL_NAME", "HF_TOKEN", "OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(LlmError, match="API_BASE_URL, MODEL_NAME, HF_TOKEN or OPENAI_API_KEY"):
         LlmAgent.preflight()
-    assert main(["run", "easy_1", "--agent", "llm"]) == 2
+    assert main(["run", "easy_1", "--agent", "llm", "--results", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("fixos: ") and "MODEL_NAME" in err
 
@@ -227,8 +227,8 @@ def test_custom_agent_by_import_path_and_show(images, tmp_path):
     assert "$ service mariadb status" in text and "$ service mariadb start" in text and "reward 1.0" in text
 
 
-def test_unknown_custom_agent_is_a_clear_error(capsys):
-    assert main(["run", "easy_1", "--agent", "no_such_module:Agent"]) == 2
+def test_unknown_custom_agent_is_a_clear_error(capsys, tmp_path):
+    assert main(["run", "easy_1", "--agent", "no_such_module:Agent", "--results", str(tmp_path)]) == 2
     assert "unknown agent 'no_such_module:Agent'" in capsys.readouterr().err
 
 
