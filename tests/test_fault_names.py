@@ -138,19 +138,10 @@ class Unfixable(Fault):
 
 
 def test_fix_of_a_type_without_a_reference_fix_is_refused_at_load_time(tmp_path):
-    text = SCENARIO.split("faults:")[0] + textwrap.dedent(
-        """\
-        faults:
-          - name: down
-            type: service_stopped
-            params: {service: nginx}
-        checks:
-          - name: nginx is running
-            type: service_running
-            params: {service: nginx}
-        solution: '{{ fix(down) }}'
-        """
-    )
+    header, rest = SCENARIO.split("faults:\n")
+    checks = "checks:" + rest.split("checks:")[1].split("solution:")[0]
+    fault = "faults:\n  - name: down\n    type: service_stopped\n    params: {service: nginx}\n"
+    text = header + fault + checks + "solution: '{{ fix(down) }}'\n"
     assert str(load(tmp_path, text).solution) == "{{ fix(down) }}"  # the shipped type has one
     said = error(tmp_path, text, Registry("fault type", [Unfixable]))
     assert said == (
