@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from fixos.agents.base import Task
-from fixos.agents.oracle import OracleAgent
+from fixos.agents.oracle import run_solution
 from fixos.core.errors import UnknownTypeError
 from fixos.shells.base import Shell
 
@@ -318,7 +318,7 @@ class AdversaryAgent:
 
     def solve(self, task: Task, shell: Shell) -> None:
         if self._solution is not None:
-            OracleAgent(self._solution).solve(task, shell)
+            run_solution(shell, self._solution)  # what the strategy does after it is what is judged
         for command in self.strategy.commands:
             shell.run(command)
 

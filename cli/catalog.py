@@ -8,7 +8,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from fixos.cli.common import engines, sweep, sweep_if_engine
-from fixos.scenarios.catalog import load_catalog
+from fixos.core.errors import FixOSError
+from fixos.scenarios.catalog import DIFFICULTIES, load_catalog, select
+from fixos.scenarios.describe import describe
 from fixos.stack.engine import connect
 from fixos.stack.leftovers import remove_labelled
 from fixos.view import scenarios_table
@@ -23,9 +25,21 @@ def cmd_setup(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_list(args: argparse.Namespace, console: Console) -> int:
+    if getattr(args, "scenario", None):  # `fixos list ID` is `fixos show-scenario ID`
+        return cmd_show_scenario(args, console)
     catalog = load_catalog(args.scenario_dir)
     sweep_if_engine(console)
     console.print(scenarios_table(list(catalog.values())))
+    return 0
+
+
+def cmd_show_scenario(args: argparse.Namespace, console: Console) -> int:
+    """One scenario as its author reads it, with the gates it inherits expanded."""
+    catalog = load_catalog(args.scenario_dir)
+    (scenario,) = select(catalog, [args.scenario]) if args.scenario not in DIFFICULTIES else [None]
+    if scenario is None:
+        raise FixOSError(f"show-scenario takes one scenario id, not the difficulty {args.scenario!r}")
+    console.print(describe(scenario), markup=False, highlight=False)
     return 0
 
 

@@ -16,7 +16,7 @@ from docker.errors import DockerException
 from rich.console import Console
 
 from fixos.bench import default_parallelism
-from fixos.cli.catalog import cmd_clean, cmd_list, cmd_setup
+from fixos.cli.catalog import cmd_clean, cmd_list, cmd_setup, cmd_show_scenario
 from fixos.cli.common import (
     DEFAULT_RESULTS,
     UsageError,
@@ -71,7 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     setup = sub.add_parser("setup", help="make sure the engine answers and the host images are built")
     docker_host_option(setup)
-    sub.add_parser("list", help="list the scenarios")
+    listing = sub.add_parser("list", help="list the scenarios (with an id: show that one)")
+    listing.add_argument("scenario", nargs="?", help="show this scenario, as show-scenario does")
+    show_scenario = sub.add_parser(
+        "show-scenario",
+        help="a scenario's hosts, named faults, solutions and checks, inherited gates expanded",
+    )
+    show_scenario.add_argument("scenario")
 
     run = sub.add_parser("run", help="run one episode and show its verdict")
     run.add_argument("scenario")
@@ -181,6 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
 COMMANDS = {
     "setup": cmd_setup,
     "list": cmd_list,
+    "show-scenario": cmd_show_scenario,
     "run": cmd_run,
     "bench": cmd_bench,
     "validate": cmd_validate,

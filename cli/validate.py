@@ -19,7 +19,7 @@ from fixos.records.models import EpisodeRecord
 from fixos.records.rundir import RunDir
 from fixos.scenarios.catalog import load_catalog, select
 from fixos.stack.leftovers import remove_labelled
-from fixos.validate import Validation, agents_for, meets
+from fixos.validate import Validation, agents_for, meets, why
 from fixos.view import validation_table
 
 
@@ -46,12 +46,19 @@ class RowPrinter(Events):
             row.records[record.agent] = record
             if not self.complete(row):
                 return
-            failed = [f"{a}: {r.error or r.reward}" for a, r in row.records.items() if not meets(a, r)]
+            failed = [
+                f"{a}: {r.reward if r.scored else r.error}" for a, r in row.records.items() if not meets(a, r)
+            ]
             self._console.print(
                 f"{row.scenario} seed {row.seed}: "
                 + ("ok" if row.ok else "FAILED " + escape("; ".join(failed))),
                 highlight=False,
             )
+            for agent, record in row.records.items():  # why, as a scenario's author needs it
+                for i, line in enumerate(why(agent, record)):
+                    self._console.print(
+                        ("    " if i == 0 else "      ") + line, markup=False, highlight=False
+                    )
 
     def retrying(self, job: Job, failure: Failure) -> None:
         with self._lock:

@@ -10,10 +10,16 @@ FixOSError
 │   │                    such an episode is never scored
 │   └── UnhealthyHost    a check fails on the healthy host, before any fault
 ├── RecordError          a saved file (results/…) is malformed or of another schema version
-└── BudgetExhausted      an agent used up its steps or wall time
+├── BudgetExhausted      an agent used up its steps or wall time
+└── SolutionFailed       a reference repair (oracle, partial) exited non-zero: the agent's failure
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fixos.core.models import ScriptFailure
 
 
 class FixOSError(Exception):
@@ -66,3 +72,11 @@ class RecordError(FixOSError):
 
 class BudgetExhausted(FixOSError):
     pass
+
+
+class SolutionFailed(FixOSError):
+    """A scenario's reference repair stopped on a failing line; ``failure`` says where and how."""
+
+    def __init__(self, failure: ScriptFailure) -> None:
+        self.failure = failure
+        super().__init__(failure.describe())

@@ -76,6 +76,29 @@ class InjectedFault:
 
 
 @dataclass(frozen=True)
+class ScriptFailure:
+    """Where a reference repair (a solution script) stopped: the oracle's own account,
+    kept in the episode's record so that a scenario's author sees why it scored low."""
+
+    exit_code: int
+    """the script's exit status (124: killed at its timeout)."""
+    line: int | None
+    """the script's line (from 1) whose command failed; None when bash named none
+    (an ``exit N``, an unset variable, a timeout)."""
+    text: str
+    """that line as the script spells it (rendered), or empty."""
+    output: str
+    """the last lines the script printed."""
+
+    def describe(self) -> str:
+        where = (
+            f"solution line {self.line} (`{self.text.strip()}`)" if self.line is not None else "the solution"
+        )
+        how = "was killed at its timeout" if self.exit_code == 124 else f"exited {self.exit_code}"
+        return f"{where} {how}"
+
+
+@dataclass(frozen=True)
 class Outcome:
     """What a check found: pass or fail, and the evidence."""
 

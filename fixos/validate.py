@@ -26,6 +26,47 @@ def meets(agent: str, record: EpisodeRecord) -> bool:
     return 0.0 < record.reward < 1.0
 
 
+def _cut(text: str, most: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
+def why(agent: str, record: EpisodeRecord, *, checks: int = 8) -> list[str]:
+    """Why ``record`` missed what ``agent`` must score, one line each (empty when it met it):
+    the line of the reference repair that stopped, with its last output; the harness's
+    failure; else the checks that decided the reward (failed ones for a repair scored too
+    low, passed scored ones for a reward too high). At most ``checks`` checks."""
+    if meets(agent, record):
+        return []
+    if not record.scored or record.reward is None:
+        return [f"{record.status}: {record.error}"]
+    lines = [f"{agent} scored {record.reward:.2f}, wanted {EXPECTED[agent]}"]
+    failure = record.failure
+    if failure is not None and failure.script is not None:
+        lines.append(failure.script.describe() + (", its last output:" if failure.script.output else ""))
+        lines += [f"  | {line}" for line in failure.script.output.splitlines()]
+    elif failure is not None:
+        lines.append(failure.text)
+    results = record.verdict.checks if record.verdict is not None else []
+    if agent == "oracle" or record.reward == 0.0:  # too low: what is still broken
+        found = [
+            f"check failed: {c.name} ({'scored' if c.scored else 'gate'}): {_cut(c.detail)}"
+            for c in results
+            if not c.passed
+        ]
+    elif agent == "nop":  # too high: what passed with nothing done
+        found = [
+            f"check passed without a repair: {c.name}: {_cut(c.detail)}"
+            for c in results
+            if c.passed and c.scored
+        ]
+    else:
+        found = ["every check passed: the partial repair repairs it all"]
+    if len(found) > checks:
+        found = [*found[:checks], f"(+{len(found) - checks} more checks)"]
+    return lines + found
+
+
 @dataclass
 class Validation:
     scenario: str

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from fixos.core.errors import InvalidEpisode
+from fixos.core.errors import FixOSError, InvalidEpisode
 from fixos.core.models import InjectedFault, Outcome
 from fixos.core.registry import Registry
 from fixos.shells.base import Shell
@@ -48,6 +48,9 @@ class Fault:
 
     type: ClassVar[str]
     Params: ClassVar[type[FaultParams]] = FaultParams
+    records: ClassVar[tuple[str, ...]] = ()
+    """the keys of what ``inject`` returns: what a solution may name (``{{ hog.pid }}``);
+    checked at load time against a scenario's templates, at inject against what it returned."""
 
     def __init__(self, params: FaultParams) -> None:
         self.params = params
@@ -57,6 +60,18 @@ class Fault:
         ``inject`` returned ``seeded``; a process it started is named by the shell
         word ``pid(name, pid)``. None: the symptom is there when ``inject`` returns."""
         return None
+
+    def fix(self, seeded: Mapping[str, Any]) -> str | None:
+        """The reference repair of this fault as shell, for the fault whose ``inject``
+        returned ``seeded`` (values as ``fixos.core.words.word`` quotes them), run on its
+        own host; a solution calls it as ``{{ fix(NAME) }}``. It undoes the fault's own
+        change only: restarting what the fault left down, and in which order, is the
+        scenario's. None: this type has none (a solution then writes the repair out)."""
+        return None
+
+    @classmethod
+    def has_fix(cls) -> bool:
+        return cls.fix is not Fault.fix
 
     def prepare(self, shell: Shell, rng: random.Random) -> None:
         return None
@@ -119,8 +134,11 @@ def inject_all(
         prepared.append((fault, rng, host, fault_type))
     seeded_by_index: dict[int, dict[str, Any]] = {}
     for index in sorted(range(len(prepared)), key=lambda i: not prepared[i][0].pins_pid()):
-        fault, rng, host, _ = prepared[index]
-        seeded_by_index[index] = fault.inject(shells[host], rng)
+        fault, rng, host, fault_type = prepared[index]
+        seeded_by_index[index] = seeded = fault.inject(shells[host], rng)
+        if sorted(seeded) != sorted(fault.records):  # a template may name only what is declared
+            declared = list(fault.records)
+            raise FixOSError(f"fault type {fault_type} recorded {sorted(seeded)} but declares {declared}")
     applied = [(f, h, t, seeded_by_index[i]) for i, (f, _, h, t) in enumerate(prepared)]
     if on_injected is not None:
         on_injected()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import shlex
+from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple
 
 from fixos.core.models import Outcome
@@ -66,6 +67,12 @@ class ConfigBroken(Fault):
     the service was restarted and failed, leaving the daemon's own error in its log."""
 
     type = "config_broken"
+    records = ("file", "original", "broken", "what")
+
+    def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The line put back (perl exits 3 when the broken line is not there); the
+        service is left for the solution to start, after what else keeps it down."""
+        return replace_command(seeded["file"], seeded["broken"], seeded["original"])
 
     class Params(FaultParams):
         service: Literal["nginx", "mariadb"]

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fixos.core.models import Outcome
+from fixos.core.words import word
 from fixos.injector.base import FAULTS, Fault, FaultParams, PidWord, plain_pid
 from fixos.injector.edit import install_script, spawn_with_pid
 from fixos.injector.process import culprit_path
@@ -37,6 +38,16 @@ class ConnectionsExhausted(Fault):
     "Too many connections" (root still gets the one extra admin slot)."""
 
     type = "connections_exhausted"
+    records = ("name", "pid", "path")
+
+    def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The job stopped, then its sessions killed: clients cut off mid-handshake briefly
+        hold even the spare slot kept for root, so that is tried again (20 times at most)."""
+        return (
+            f'pkill -f "^/bin/sh "{word(seeded["path"])}\n'
+            'n=0; until mariadb -e "KILL USER reports"; '
+            "do n=$((n + 1)); [ $n -lt 20 ] || exit 1; sleep 0.3; done"
+        )
 
     def __init__(self, params: FaultParams) -> None:
         super().__init__(params)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import random
 import shlex
+from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple
 
 from fixos.core.errors import InvalidEpisode
 from fixos.core.models import Outcome
+from fixos.core.words import word
 from fixos.injector.base import FAULTS, Fault, FaultParams
 from fixos.injector.edit import replace_command
 from fixos.shells.base import Shell
@@ -118,6 +120,11 @@ class DependencyBroken(Fault):
     """The site's /status page fails because one of its dependencies is broken."""
 
     type = "dependency_broken"
+    records = ("variant", "repair")
+
+    def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The link repaired by the command the fault recorded (``repair``)."""
+        return f"sh -c {word(seeded['repair'])}"
 
     class Params(FaultParams):
         link: Literal["app_db", "web_app"]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import random
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import Field
 
 from fixos.core.errors import InvalidEpisode
 from fixos.core.models import Outcome
+from fixos.core.words import word
 from fixos.injector.base import FAULTS, Fault, FaultParams
 from fixos.injector.edit import install_script
 from fixos.injector.process import culprit_path
@@ -63,6 +65,11 @@ class DiskFill(Fault):
     """
 
     type = "disk_fill"
+    records = ("files", "junk")
+
+    def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The junk files removed."""
+        return f"printf '%s\\n' {word(seeded['junk'])} | xargs -r rm -f --"
 
     class Params(FaultParams):
         path: str = "/var/log"
@@ -134,6 +141,11 @@ class DeletedOpenFile(Fault):
     holder closes it (restart or kill it, or truncate through /proc)."""
 
     type = "deleted_open_file"
+    records = ("name", "pid", "path", "file", "bytes")
+
+    def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The culprit killed, by the PID it recorded."""
+        return f"kill {word(seeded['pid'])}"
 
     class Params(FaultParams):
         path: str = "/var/log"
@@ -194,6 +206,11 @@ class InodesExhausted(Fault):
     device" while ``df -h`` shows plenty of room (``df -i`` tells the truth)."""
 
     type = "inodes_exhausted"
+    records = ("directory", "prefix")
+
+    def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The directory of tiny files removed."""
+        return f"rm -rf {word(seeded['directory'])}"
 
     class Params(FaultParams):
         path: str = "/var/log"

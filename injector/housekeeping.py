@@ -17,12 +17,14 @@ from __future__ import annotations
 import base64
 import random
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import Field
 
 from fixos.core.errors import InvalidEpisode
 from fixos.core.models import Outcome
+from fixos.core.words import word
 from fixos.injector.base import FAULTS, Fault, FaultParams
 from fixos.injector.conflicts import OWN, Claim
 from fixos.shells.base import Shell
@@ -53,6 +55,11 @@ class TmpFull(Fault):
     beside what the host's programs keep there (``TMP_KEPT``)."""
 
     type = "tmp_full"
+    records = ("files", "junk", "kept")
+
+    def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The stale files removed; what the host's programs keep in /tmp stays."""
+        return f"printf '%s\\n' {word(seeded['junk'])} | xargs -r rm -f --"
 
     @classmethod
     def claims(cls, params: FaultParams) -> list[Claim]:
@@ -128,6 +135,12 @@ class LogrotateBroken(Fault):
     rotates: the log's lines are kept in the rotated file."""
 
     type = "logrotate_broken"
+    records = ("variant", "file", "broken", "bytes", "original")
+
+    def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The configuration restored, then a rotation forced (what piled up rotated)."""
+        conf = word(seeded["file"])
+        return f"echo {word(seeded['original'])} | base64 -d > {conf}\nlogrotate -f {conf}"
 
     class Params(FaultParams):
         percent: int = Field(default=85, ge=50, le=97)

@@ -18,10 +18,12 @@ from __future__ import annotations
 import random
 import re
 import shlex
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from fixos.core.errors import InvalidEpisode
 from fixos.core.models import Outcome
+from fixos.core.words import word
 from fixos.injector.base import FAULTS, Fault, FaultParams
 from fixos.injector.service import stop_service
 from fixos.shells.base import Shell
@@ -56,6 +58,12 @@ class FdLimit(Fault):
     how low, comes from the seed), the service restarted with it."""
 
     type = "fd_limit"
+    records = ("variant", "file", "limit", "original", "broken", "undo")
+
+    def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The limit's line put back and the service restarted, as the fault restarted it."""
+        service = "nginx" if self.params.service == "nginx" else "php8.2-fpm"
+        return f"sed -i {word(seeded['undo'])} {word(seeded['file'])}\nservice {service} restart"
 
     class Params(FaultParams):
         service: Literal["nginx", "php-fpm"]

@@ -21,6 +21,7 @@ import ipaddress
 import random
 import re
 import shlex
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from fixos.core.errors import InvalidEpisode
@@ -103,6 +104,11 @@ class FirewallBlocks(Fault):
     shows nothing of it, only a warning that legacy tables exist)."""
 
     type = "firewall_blocks"
+    records = ("action", "chain", "tool", "subnet", "undo")
+
+    def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The fault's own undo, as it recorded it (``undo``)."""
+        return str(seeded["undo"])  # shell the fault wrote itself
 
     @classmethod
     def claims(cls, params: FaultParams) -> list[Claim]:
@@ -161,6 +167,11 @@ class DbBindLocal(Fault):
     60-fixos.cnf edited, or a later "hardening" file overriding it."""
 
     type = "db_bind_local"
+    records = ("file", "line", "undo")
+
+    def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The fault's own undo, as it recorded it (``undo``)."""
+        return str(seeded["undo"])  # shell the fault wrote itself
 
     @classmethod
     def claims(cls, params: FaultParams) -> list[Claim]:
@@ -212,6 +223,11 @@ class DbHostWrong(Fault):
     resolv.conf naming a resolver that does not run (127.0.0.53)."""
 
     type = "db_host_wrong"
+    records = ("variant", "name", "wrong", "undo")
+
+    def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The fault's own undo, as it recorded it (``undo``)."""
+        return str(seeded["undo"])  # shell the fault wrote itself
 
     class Params(FaultParams):
         variants: list[Literal["hosts", "app_ini", "resolv"]] = ["hosts", "app_ini", "resolv"]
@@ -272,6 +288,11 @@ class LinkThrottled(Fault):
     bridge). A page that asks the database waits longer than anyone will. Seeded: the rate."""
 
     type = "link_throttled"
+    records = ("rate_bits", "undo")
+
+    def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The fault's own undo, as it recorded it (``undo``)."""
+        return str(seeded["undo"])  # shell the fault wrote itself
 
     @classmethod
     def claims(cls, params: FaultParams) -> list[Claim]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import shlex
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from fixos.core.models import Outcome
@@ -24,6 +25,16 @@ VARIANTS = {
         "chown -R root:root /var/lib/mysql/shop /var/lib/mysql/ibdata1",
     ],
 }
+
+REPAIRS = {
+    "web_root": (
+        "chown -R www-data:www-data /var/www/shop\n"
+        "chmod 755 /var/www /var/www/shop\n"
+        "chmod 644 /var/www/shop/index.html /var/www/shop/style.css"
+    ),
+    "datadir": "chown -R mysql:mysql /var/lib/mysql\nchmod 755 /var/lib/mysql",
+}
+"""owners and modes as the image has them, whichever variant took them away."""
 
 # What the daemon's user must be able to do on a healthy host; every variant takes one away.
 _ACCESS = {
@@ -46,6 +57,12 @@ class PermissionsBroken(Fault):
     """The web root or MariaDB's data directory got the wrong owner or mode (seeded)."""
 
     type = "permissions_broken"
+    records = ("command",)
+
+    def fix(self, seeded: Mapping[str, Any]) -> str:
+        """Owners and modes as the image has them; MariaDB, which the fault left down, is
+        the solution's to start."""
+        return REPAIRS[self.params.target]
 
     class Params(FaultParams):
         target: Literal["web_root", "datadir"]

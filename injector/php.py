@@ -11,10 +11,12 @@ from __future__ import annotations
 import random
 import re
 import shlex
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from fixos.core.errors import InvalidEpisode
 from fixos.core.models import Outcome
+from fixos.core.words import word
 from fixos.injector.base import FAULTS, Fault, FaultParams
 from fixos.injector.limits import sed_regex, sed_text
 from fixos.injector.service import stop_service
@@ -93,6 +95,11 @@ class FpmPoolBroken(Fault):
     was restarted: it refuses to start, or runs where the site cannot use it."""
 
     type = "fpm_pool_broken"
+    records = ("variant", "file", "settings", "broken", "original", "lines", "undo")
+
+    def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The pool's lines put back and php-fpm restarted, as the fault restarted it."""
+        return f"sed -i {word(seeded['undo'])} {word(seeded['file'])}\nservice {FPM} restart"
 
     def __init__(self, params: FaultParams) -> None:
         super().__init__(params)

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from fixos.core.models import Outcome
+from fixos.core.words import word, words
 from fixos.injector.base import FAULTS, Fault, FaultParams, PidWord, plain_pid
 from fixos.injector.edit import install_script, spawn_with_pid
 from fixos.injector.service import stop_service
@@ -77,6 +78,11 @@ class CpuHog(Fault):
     """
 
     type = "cpu_hog"
+    records = ("processes",)
+
+    def fix(self, seeded: Mapping[str, Any]) -> str:
+        """Every hog killed, by the PIDs it recorded."""
+        return "kill " + words(p["pid"] for p in seeded["processes"])
 
     class Params(FaultParams):
         count: int = Field(default=1, ge=1, le=4)
@@ -143,6 +149,11 @@ class PortSquatter(Fault):
     """Another program holds the service's port, so the service cannot start again."""
 
     type = "port_squatter"
+    records = ("name", "pid", "path")
+
+    def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The culprit killed, by the PID it recorded."""
+        return f"kill {word(seeded['pid'])}"
 
     class Params(FaultParams):
         service: Literal["nginx"] = "nginx"
@@ -212,6 +223,11 @@ class MemoryHog(Fault):
     """A process holds most of the host's memory (the share is seeded within a range)."""
 
     type = "memory_hog"
+    records = ("name", "pid", "path", "mb")
+
+    def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The culprit killed, by the PID it recorded."""
+        return f"kill {word(seeded['pid'])}"
 
     class Params(FaultParams):
         min_mb: int = Field(default=250, ge=16)
@@ -274,6 +290,11 @@ class ServiceKiller(Fault):
     only helps until its next round."""
 
     type = "service_killer"
+    records = ("name", "pid", "path")
+
+    def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The culprit killed, by the PID it recorded."""
+        return f"kill {word(seeded['pid'])}"
 
     class Params(FaultParams):
         service: Literal["nginx"] = "nginx"

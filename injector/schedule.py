@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import random
 import shlex
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from fixos.core.errors import InvalidEpisode
 from fixos.core.models import Outcome
+from fixos.core.words import word
 from fixos.injector.base import FAULTS, Fault, FaultParams
 from fixos.injector.conflicts import DOWN, OWN, Claim
 from fixos.shells.base import Shell
@@ -48,6 +50,15 @@ class CronRebreaker(Fault):
     app's directory to php-fpm's user; where and under what name comes from the seed."""
 
     type = "cron_rebreaker"
+    records = ("damage", "job", "script", "repair")
+
+    def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The job removed, the round already under way stopped (it runs until its minute
+        is up, and a stop it began may still be going on), then the damage repaired."""
+        job = seeded["job"]
+        drop = "crontab -r" if job == "/var/spool/cron/crontabs/root" else f"rm -f {word(job)}"
+        stop = f'pkill -f "^/bin/sh (-c )?"{word(seeded["script"])} || true; sleep 2'
+        return f"{drop}\n{stop}; {stop}\nsh -c {word(seeded['repair'])}"
 
     class Params(FaultParams):
         target: Literal["nginx", "php-fpm", "app_dir"]

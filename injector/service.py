@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from fixos.core.models import Outcome
@@ -41,6 +42,10 @@ class ServiceStopped(Fault):
     """The service is stopped the way an operator would stop it, and stays down."""
 
     type = "service_stopped"
+
+    def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The service started again."""
+        return f"service {self.params.service} start"
 
     class Params(FaultParams):
         service: ServiceName

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 from fixos.core.errors import InvalidEpisode
@@ -42,6 +43,11 @@ class TableCrashed(Fault):
     lost while the server was down, and the server's automatic repair off."""
 
     type = "table_crashed"
+    records = ("table", "conf", "variant", "index")
+
+    def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The table repaired from its data file, every row kept; the option file stays."""
+        return f"mariadb -e {shlex.quote('REPAIR TABLE ' + str(seeded['table']))}"
 
     class Params(FaultParams):
         table: str = "shop.shipments"

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import random
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 from fixos.core.models import Outcome
+from fixos.core.words import word
 from fixos.injector.base import FAULTS, Fault, PidWord, plain_pid
 from fixos.injector.config import NGINX_SITE
 from fixos.injector.edit import replace_command, replace_in_file
@@ -64,10 +66,22 @@ class _Swaps:
     """Shared by the faults below (a mixin, not a Fault: every Fault class is a registered
     type): the seeded config edit or file swap, and undoing it."""
 
+    records = ("variant", "file", "original", "broken", "backup_dir")
+    KEPT: tuple[str, ...] = ()
+    """the files of TLS_DIR that the swap variant keeps in its backup directory."""
+
     def __init__(self, params: Any) -> None:
         super().__init__(params)
         self.seeded: dict[str, Any] = {}
         """what inject drew and did"""
+
+    def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The config's line put back, or the kept files copied back; nginx is the
+        solution's to reload or start."""
+        if seeded["variant"] == "config":
+            return replace_command(seeded["file"], seeded["broken"], seeded["original"])
+        kept = " ".join(f"{word(seeded['backup_dir'])}/{name}" for name in self.KEPT)
+        return f"cp -p {kept} {TLS_DIR}/"
 
     def _edit(self, shell: Shell, original: str, broken: str) -> dict[str, Any]:
         replace_in_file(shell, NGINX_SITE, original, broken)
@@ -106,6 +120,7 @@ class TlsExpired(_Swaps, Fault):
     was copied over the current one (the current one kept in a backup directory)."""
 
     type = "tls_expired"
+    KEPT = ("shop.crt",)
 
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
         if rng.random() < 0.5:
@@ -113,7 +128,7 @@ class TlsExpired(_Swaps, Fault):
             self.seeded = self._edit(shell, old, f"ssl_certificate {TLS_DIR}/shop-previous.crt;")
         else:
             restore_old = f"cp {TLS_DIR}/shop-previous.crt {TLS_DIR}/shop.crt"
-            self.seeded = self._swap(shell, rng, restore_old, ["shop.crt"])
+            self.seeded = self._swap(shell, rng, restore_old, list(self.KEPT))
         shell.run("service nginx reload", timeout=30)
         return self.seeded
 
@@ -136,6 +151,7 @@ class TlsWrongName(_Swaps, Fault):
     the staging pair, or the staging pair was copied over the shop's (kept in a backup)."""
 
     type = "tls_wrong_name"
+    KEPT = ("shop.crt", "shop.key")
 
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
         if rng.random() < 0.5:
@@ -144,7 +160,7 @@ class TlsWrongName(_Swaps, Fault):
             copy = (
                 f"cp {TLS_DIR}/staging.crt {TLS_DIR}/shop.crt && cp {TLS_DIR}/staging.key {TLS_DIR}/shop.key"
             )
-            self.seeded = self._swap(shell, rng, copy, ["shop.crt", "shop.key"])
+            self.seeded = self._swap(shell, rng, copy, list(self.KEPT))
         shell.run("service nginx reload", timeout=30)
         return self.seeded
 
@@ -169,6 +185,7 @@ class TlsKeyMismatch(_Swaps, Fault):
     shop.key (with a CSR beside it) that no CA ever signed, the old key kept in a backup."""
 
     type = "tls_key_mismatch"
+    KEPT = ("shop.key",)
 
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
         # Debian's restart refuses a config that fails its test and keeps the old nginx:
@@ -183,7 +200,7 @@ class TlsKeyMismatch(_Swaps, Fault):
                 f" > {TLS_DIR}/shop.key"
                 f" && openssl req -new -key {TLS_DIR}/shop.key -subj /CN={SITE_NAME} -out {TLS_DIR}/shop.csr"
             )
-            self.seeded = self._swap(shell, rng, renew, ["shop.key"])
+            self.seeded = self._swap(shell, rng, renew, list(self.KEPT))
         shell.run("service nginx start", timeout=30)
         return self.seeded
 

@@ -15,9 +15,17 @@ from enum import StrEnum
 
 import docker.errors
 import requests.exceptions
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from fixos.core.errors import EngineError, InvalidEpisode, ShellError, StackError, UnhealthyHost
+from fixos.core.errors import (
+    EngineError,
+    InvalidEpisode,
+    ShellError,
+    SolutionFailed,
+    StackError,
+    UnhealthyHost,
+)
+from fixos.core.models import ScriptFailure
 
 
 class EpisodeStatus(StrEnum):
@@ -123,6 +131,9 @@ class Failure(BaseModel):
 
     kind: FailureKind
     detail: str
+    script: ScriptFailure | None = Field(default=None, exclude_if=lambda v: v is None)
+    """a reference repair that stopped (the oracle's, the partial's): its line, exit code and
+    output; left out of the file when None, so other failures are saved as before."""
 
     @property
     def text(self) -> str:
@@ -160,6 +171,8 @@ def agent_failure(exc: BaseException) -> Failure:
     ShellError out of the agent's own session is its session's loss (``agent_shell_lost``)."""
     if isinstance(exc, ShellError):
         return Failure(kind=FailureKind.agent_shell_lost, detail=f"the agent's session broke: {exc}")
+    if isinstance(exc, SolutionFailed):
+        return Failure(kind=FailureKind.agent_error, detail=str(exc), script=exc.failure)
     return Failure(kind=FailureKind.agent_error, detail=f"agent raised {type(exc).__name__}: {exc}")
 
 

@@ -23,6 +23,7 @@ from pydantic import (
 from fixos.core.errors import ScenarioError, UnknownTypeError
 from fixos.injector.conflicts import first_conflict
 from fixos.scenarios.reading import FileProblem, read_yaml, shown
+from fixos.scenarios.solution import POSITIONAL, Template, check_template, default_names
 from fixos.scenarios.steady import STEADY_PREFIX, steady_entries
 
 # The shipped scenarios are package data beside this module; FIXOS_SCENARIO_DIR
@@ -109,6 +110,16 @@ class _TypedEntry(_Strict):
 
 class FaultSpec(_TypedEntry):
     _registry = "faults"
+    name: str = Field(default="", pattern=r"^[a-z][a-z0-9_]{0,39}$")
+    """what the solution calls it (``{{ NAME.field }}``, ``{{ fix(NAME) }}``); left out,
+    its type, or TYPE_N when the scenario has several of that type (``default_names``)."""
+
+    @field_validator("name")
+    @classmethod
+    def _not_positional(cls, v: str) -> str:
+        if POSITIONAL.fullmatch(v) or v == "fix":
+            raise ValueError(f"{v!r} is reserved (positional references and fix() look like it)")
+        return v
 
 
 class CheckSpec(_TypedEntry):
@@ -138,12 +149,25 @@ class Scenario(_Strict):
     checks: list[CheckSpec] = Field(min_length=1)
     solution: str = Field(min_length=1)
     """the reference repair, a shell script run on the login host (``ssh db '...'`` reaches
-    another host); ``{{ f0.key }}``
-    names what fault 0 drew from the seed (see fixos.scenarios.solution)."""
+    another host); ``{{ NAME.key }}`` names what the fault NAME drew from the seed,
+    ``{{ fix(NAME) }}`` its type's reference repair (see fixos.scenarios.solution). Once
+    loaded, a ``Template`` that knows the faults' names."""
     partial_solution: str | None = None
     """a repair of some faults only: must score strictly between 0 and 1."""
     limits: Limits = Limits()
     tags: list[str] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name_faults(cls, data: Any) -> Any:
+        """Each fault without a ``name`` gets its default one (``default_names``)."""
+        faults = data.get("faults") if isinstance(data, dict) else None
+        if not isinstance(faults, list) or not all(isinstance(f, dict) for f in faults):
+            return data  # the field validators say what is wrong
+        types = [str(f.get("type")) for f in faults]
+        given = [f["name"] if isinstance(f.get("name"), str) else None for f in faults]
+        named = [{**f, "name": n} for f, n in zip(faults, default_names(types, given), strict=True)]
+        return {**data, "faults": named}
 
     def host_of(self, spec: FaultSpec | CheckSpec) -> str:
         return spec.host or self.hosts[0].name
@@ -216,6 +240,13 @@ def _check_references(scenario: Scenario) -> tuple[str, str] | None:
                     f"{kind}[{i}].host",
                     f"no host named {shown(spec.host)} (hosts: {shown(sorted(names))})",
                 )
+    named: set[str] = set()
+    for i, fault in enumerate(scenario.faults):
+        if fault.name in named:
+            return f"faults[{i}].name", (
+                f"duplicate fault name {shown(fault.name)} (a fault left unnamed is called by its type)"
+            )
+        named.add(fault.name)
     seen: set[str] = set()
     for i, check in enumerate(scenario.checks):
         if check.name.startswith(STEADY_PREFIX):
@@ -243,6 +274,32 @@ def _check_conflicts(scenario: Scenario, faults: Any) -> tuple[str, str] | None:
     return f"faults[{j}]", f"cannot share a host with faults[{i}]: {reason}"
 
 
+def _check_templates(scenario: Scenario, faults: Any) -> tuple[str, str] | None:
+    """Every ``{{ ... }}`` of the solutions names a fault and a field it records, or a fix it has."""
+    if faults is None:
+        return None
+    named = [(f.name, faults.get(f.type)) for f in scenario.faults]
+    for key in ("solution", "partial_solution"):
+        script = getattr(scenario, key)
+        found = script and check_template(script, named)
+        if found:
+            line, problem = found
+            return f"{key} line {line}", problem
+    return None
+
+
+def _bind_templates(scenario: Scenario) -> Scenario:
+    """The solutions as ``Template``s that know the faults' names, for ``render``."""
+    names = [f.name for f in scenario.faults]
+    partial = scenario.partial_solution
+    return scenario.model_copy(
+        update={
+            "solution": Template(scenario.solution, names),
+            "partial_solution": None if partial is None else Template(partial, names),
+        }
+    )
+
+
 def _inherit_steady_state(scenario: Scenario, path: str, checks: Any) -> Scenario:
     """The scenario with the steady state's gates (``fixos.scenarios.steady``) appended, per host."""
     inherited = []
@@ -264,9 +321,10 @@ def parse_scenario(data: Any, path: str, *, faults: Any, checks: Any) -> Scenari
     except ValidationError as exc:
         raise ScenarioError(path, *_first_error(exc)) from None
     problem = _check_references(scenario) or _check_conflicts(scenario, faults)
+    problem = problem or _check_templates(scenario, faults)
     if problem:
         raise ScenarioError(path, *problem)
-    scenario = _inherit_steady_state(scenario, path, checks)
+    scenario = _inherit_steady_state(_bind_templates(scenario), path, checks)
     stem = Path(path).stem
     if path.endswith((".yaml", ".yml")) and stem != scenario.id:
         raise ScenarioError(path, "id", f"must match the file name {shown(stem)} (got {shown(scenario.id)})")

@@ -2,8 +2,8 @@
 <= 0.2 and stays scored (never invalid), seed 1.
 
 CI runs each strategy once, on the scenario where it came closest to earning
-reward before the gates that stop it (REPRESENTATIVE): 22 episodes, one warm
-pool, 4 side by side (FIXOS_ADVERSARY_JOBS). Every strategy x every scenario it
+reward before the gates that stop it (REPRESENTATIVE): one episode a strategy, one
+warm pool, 4 side by side (FIXOS_ADVERSARY_JOBS). Every strategy x every scenario it
 applies to, hard and multi-host scenarios included, is `fixos validate --adversaries`,
 or FIXOS_ADVERSARY_SWEEP=all here (`make nightly`, sharded).
 

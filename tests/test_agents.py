@@ -28,7 +28,6 @@ from fixos.scenarios.catalog import load_catalog
 from fixos.stack.leftovers import remove_labelled
 from fixos.stack.pool import HostPool
 
-pytestmark = pytest.mark.live
 CATALOG = load_catalog()
 
 
@@ -80,6 +79,7 @@ def baseline_runs(request, client, images) -> Iterator[dict[str, tuple[EpisodeRe
         remove_labelled(client, run_id=run_id)
 
 
+@pytest.mark.live
 @pytest.mark.parametrize(
     "scenario_id", [pytest.param(s, id=f"{f}-{s}") for f, ids in BASELINE_SOLVES.items() for s in ids]
 )
@@ -132,6 +132,7 @@ class ChatServer:
         self.server.shutdown()
 
 
+@pytest.mark.live
 def test_llm_agent_against_a_local_chat_endpoint(client, images, test_run_id, tmp_path, monkeypatch, capsys):
     chat = ChatServer(
         ["Let me look.\n```bash\nservice nginx status\n```", "```bash\nservice nginx start\n```", "DONE"]
@@ -162,12 +163,12 @@ def test_llm_agent_against_a_local_chat_endpoint(client, images, test_run_id, tm
     assert trajectory[-1] == {"tokens": {"prompt": 300, "completion": 21}, "reward": 1.0}
 
 
-def test_llm_agent_says_what_is_missing(monkeypatch, capsys):
+def test_llm_agent_says_what_is_missing(monkeypatch, capsys, tmp_path):
     for name in ("API_BASE_URL", "MODEL_NAME", "HF_TOKEN", "OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(LlmError, match="API_BASE_URL, MODEL_NAME, HF_TOKEN or OPENAI_API_KEY"):
         LlmAgent.preflight()
-    assert main(["run", "easy_1", "--agent", "llm"]) == 2
+    assert main(["run", "easy_1", "--agent", "llm", "--results", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("fixos: ") and "MODEL_NAME" in err
 
@@ -179,6 +180,7 @@ def test_command_of_reads_blocks_and_done():
     assert command_of("uptime") == "uptime"
 
 
+@pytest.mark.live
 def test_external_agent_over_a_real_ssh_client(images, tmp_path):
     proc = start_fixos("run", "easy_1", "--agent", "external", "--results", str(tmp_path))
     try:
@@ -211,6 +213,7 @@ def test_external_agent_over_a_real_ssh_client(images, tmp_path):
     assert "reward 1.0" in out
 
 
+@pytest.mark.live
 def test_custom_agent_by_import_path_and_show(images, tmp_path):
     console = Console(record=True, width=200)
     agent = "custom_agent_example:RestartWhatIsDown"
@@ -224,11 +227,12 @@ def test_custom_agent_by_import_path_and_show(images, tmp_path):
     assert "$ service mariadb status" in text and "$ service mariadb start" in text and "reward 1.0" in text
 
 
-def test_unknown_custom_agent_is_a_clear_error(capsys):
-    assert main(["run", "easy_1", "--agent", "no_such_module:Agent"]) == 2
+def test_unknown_custom_agent_is_a_clear_error(capsys, tmp_path):
+    assert main(["run", "easy_1", "--agent", "no_such_module:Agent", "--results", str(tmp_path)]) == 2
     assert "unknown agent 'no_such_module:Agent'" in capsys.readouterr().err
 
 
+@pytest.mark.live
 def test_play_scores_what_the_human_typed(images, tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "fixos.cli", "play", "easy_1", "--results", str(tmp_path)],
@@ -242,6 +246,7 @@ def test_play_scores_what_the_human_typed(images, tmp_path):
     assert "reward 1.0" in done.stdout
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("transport", ["exec", "ssh"])
 def test_python_api(images, transport):
     with fixos.episode("easy_1", seed=2, transport=transport) as ep:

@@ -24,8 +24,6 @@ from fixos.verifier import (
     backend,  # not its testinfra_host: pytest would collect the name
 )
 
-pytestmark = pytest.mark.live
-
 SQUAT_80 = (
     "setsid perl -MIO::Socket::INET -e 'my $s = IO::Socket::INET->new(LocalPort => 80, Listen => 5, "
     "ReuseAddr => 1) or die; sleep 600' </dev/null >/dev/null 2>&1 &"
@@ -193,6 +191,7 @@ def _until(check: Check, probe: Probe, baseline: Any, passed: bool, timeout: flo
         time.sleep(0.3)
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("case", CASES, ids=[c.type for c in CASES])
 def test_check_passes_healthy_fails_broken_with_evidence(host, case: Case):
     _, shell, probe = host

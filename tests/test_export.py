@@ -78,9 +78,14 @@ def test_solution_names_pinned_processes_through_pid_of() -> None:
             "deleted_open_file", "web", {}, {"name": "event-relay", "pid": 2000, "file": "/x y"}, ""
         ),
     ]
-    script = render("kill {{ f0.processes.0.pid }} {{ f1.pid }}; cat {{ f1.file }}", located(faults))
+    names = "kill {{ cpu_hog.processes.0.pid }} {{ deleted_open_file.pid }}; cat {{ deleted_open_file.file }}"
+    script = render(names, located(faults))
     assert script == """kill "$(pid_of thumb-worker 1000)" "$(pid_of event-relay 2000)"; cat '/x y'"""
-    assert render("kill {{ f1.pid }}", faults) == "kill 2000"  # FixOS's own runs keep the number
+    assert (
+        render("kill {{ deleted_open_file.pid }}", faults) == "kill 2000"
+    )  # FixOS's own runs keep the number
+    # ... and so does a fault type's reference fix, rendered for the replay
+    assert render("{{ fix(cpu_hog) }}", located(faults)) == 'kill "$(pid_of thumb-worker 1000)"'
 
 
 def test_replay_waits_for_the_symptoms_the_faults_confirm() -> None:
@@ -154,7 +159,6 @@ def exported(
 
 
 @pytest.mark.live
-@pytest.mark.live
 def test_pid_of_finds_a_process_that_missed_its_pin(live_host: LiveHost) -> None:
     with live_host.shell() as shell:
         shell.run("printf '#!/bin/sh\\nwhile :; do sleep 1; done\\n' > /usr/local/bin/event-relay")
@@ -168,6 +172,7 @@ def test_pid_of_finds_a_process_that_missed_its_pin(live_host: LiveHost) -> None
         assert not shell.run(ask.replace("event-relay", "audit-forwarder") + real).output.strip()
 
 
+@pytest.mark.live
 def test_same_seed_gives_the_same_bytes(
     client: docker.DockerClient, images: dict[str, str], test_run_id: str, tmp_path: Path
 ) -> None:

@@ -29,7 +29,7 @@ from fixos.core.models import Outcome
 from fixos.core.registry import Registry
 from fixos.injector import FAULTS
 from fixos.injector.base import Fault, FaultParams, inject_all
-from fixos.injector.conflicts import claims_of, conflict, declares_claims
+from fixos.injector.conflicts import claims_of, conflict, declares_claims, first_conflict
 from fixos.records.rundir import RunDir
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.schema import HostSpec, parse_scenario
@@ -129,6 +129,7 @@ def test_a_pinned_pid_fault_injects_before_the_faults_listed_ahead_of_it():
 
     class Recorded(Fault):
         Params = Pinnable
+        records = ("name",)
 
         def inject(self, shell: Shell, rng: random.Random) -> dict:
             order.append(self.type)
@@ -187,7 +188,11 @@ def test_the_same_faults_on_different_hosts_do_not_conflict():
 
 
 def test_every_shipped_scenario_is_built_from_compatible_faults():
-    assert "hard_7" in load_catalog()
+    catalog = load_catalog()
+    for scenario in catalog.values():
+        entries = [(scenario.host_of(f), f.type, f.params) for f in scenario.faults]
+        assert first_conflict(entries, FAULTS) is None, scenario.id
+    assert "hard_7" in catalog  # the held-out triple below comes from it
 
 
 @pytest.fixture(scope="module")

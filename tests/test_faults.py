@@ -4,13 +4,12 @@ revert, the symptom is gone."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
 from fixos.injector import FAULTS
 from fixos.injector.base import fault_rng
-
-pytestmark = pytest.mark.live
 
 CASES = [
     ("service_stopped", {"service": "nginx"}),
@@ -49,6 +48,9 @@ OWN_TMP = {"tmp_full"}
 
 def test_every_registered_fault_type_is_tested():
     assert {t for t, _ in CASES} | MULTI_HOST | OWN_TMP == set(FAULTS.names())
+    here = Path(__file__)
+    elsewhere = " ".join(p.read_text() for p in here.parent.glob("test_*.py") if p != here)
+    assert [t for t in sorted(MULTI_HOST | OWN_TMP) if f'"{t}"' not in elsewhere] == []
 
 
 def eventually(check, timeout: float = 15.0):
@@ -60,6 +62,7 @@ def eventually(check, timeout: float = 15.0):
         time.sleep(0.2)
 
 
+@pytest.mark.live
 @pytest.mark.parametrize(
     ("fault_type", "params"), CASES, ids=[f"{t}-{'-'.join(map(str, p.values()))}" for t, p in CASES]
 )

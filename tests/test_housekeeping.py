@@ -23,8 +23,6 @@ from fixos.stack.inspector import HOST_ROOT, Inspector
 from fixos.stack.leftovers import remove_labelled
 from fixos.verifier import CHECKS, Probe, backend
 
-pytestmark = pytest.mark.live
-
 # The first seed (fault index 0) that draws each variant, found with fault_rng.
 VARIANT_SEEDS = {
     "path_list": 1,
@@ -71,6 +69,7 @@ def test_every_variant_has_a_seed():
         assert fault_rng(seed, 0, "logrotate_broken").choice(ROTATE_VARIANTS)[0] == variant
 
 
+@pytest.mark.live
 def test_tmp_full_fails_the_status_page_from_outside(host):
     web, shell, probe = host
     fault = FAULTS.get("tmp_full")(FAULTS.get("tmp_full").Params())
@@ -93,6 +92,7 @@ def test_tmp_full_fails_the_status_page_from_outside(host):
     assert not fault.confirm(shell).passed
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("variant", list(VARIANT_SEEDS))
 def test_logrotate_variant_leaves_the_log_unrotated(host, variant):
     _, shell, probe = host

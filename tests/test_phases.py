@@ -1,5 +1,6 @@
 """The reset phases on a made-up host (no container): healthy proof, injection, narrowed
-evidence, broken proof, and the two ways a reset is refused."""
+evidence, broken proof, and the ways a reset is refused (a host unhealthy before any
+fault, faults that leave every scored check passing, a look that breaks twice)."""
 
 from __future__ import annotations
 

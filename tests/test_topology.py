@@ -1,8 +1,8 @@
 """Multi-host topologies: roles split the shop web -> app -> db, hosts reach each
 other by name, the login host can ``ssh`` to the others, and a multi-host
-episode scores oracle 1.0 and nop 0.0 over exec and over SSH.
+episode scores oracle 1.0 over SSH and nop 0.0 over exec.
 
-One 3-host stack is shared by the module's stack tests; the four episodes run
+One 3-host stack is shared by the module's stack tests; the two episodes run
 side by side.
 """
 

@@ -30,8 +30,6 @@ from fixos.verifier import (
 from fixos.verifier.integrity import ServicesOfficial, init_retry, one_shot
 from fixos.verifier.service import ServiceRunning
 
-pytestmark = pytest.mark.live
-
 FORGED_SERVICE = "printf '#!/bin/sh\\necho \" * $1 is running\"\\nexit 0\\n' > /usr/sbin/service"
 
 
@@ -55,6 +53,7 @@ def _service_running(client, host: LiveHost, image: str) -> bool:
         return judge([entry], looking.probes).verdict.solved
 
 
+@pytest.mark.live
 def test_root_in_the_host_cannot_write_or_read_the_inspectors_memory(client, images, web):
     with web.shell() as inside, Inspector(client, web, images["inspector"]) as inspector:
         pid = inspector.shell.run("builtin echo $$").output.strip()
@@ -65,6 +64,7 @@ def test_root_in_the_host_cannot_write_or_read_the_inspectors_memory(client, ima
         assert inspector.shell.run("builtin echo alive").output.strip() == "alive"
 
 
+@pytest.mark.live
 def test_a_forged_service_fools_the_host_but_not_the_verdict(client, images, web):
     with web.shell() as inside:
         inside.run(f"service nginx stop; {FORGED_SERVICE}; chmod 755 /usr/sbin/service")
@@ -77,6 +77,7 @@ def test_a_forged_service_fools_the_host_but_not_the_verdict(client, images, web
         assert _service_running(client, web, images["inspector"])
 
 
+@pytest.mark.live
 def test_a_host_without_bash_gets_a_verdict_not_an_error(client, images, test_run_id):
     easy_1 = load_catalog()["easy_1"]
     with Episode(easy_1, 1, client=client, images=images, run_id=test_run_id) as ep:
@@ -93,6 +94,7 @@ def test_a_host_without_bash_gets_a_verdict_not_an_error(client, images, test_ru
     assert scored and all(c.passed for c in scored), scored  # seen, with the inspector's own bash
 
 
+@pytest.mark.live
 def test_a_host_that_kills_its_inspector_scores_zero_not_invalid(client, images, web):
     checks = [c for c in check_entries(load_catalog()["easy_1"]) if c.host == "web"]
     inside = web.shell()
@@ -110,6 +112,7 @@ def test_a_host_that_kills_its_inspector_scores_zero_not_invalid(client, images,
     assert all(not c.passed and c.detail.startswith(KILLED) for c in final.checks), final.checks
 
 
+@pytest.mark.live
 def test_daemons_judged_from_an_inspector_with_their_config_tests_run_in_the_host(client, images, web):
     check = ServicesOfficial(ServicesOfficial.Params())
     with web.shell() as inside, inspected(client, {"web": web}, images["inspector"], patient=True) as looking:

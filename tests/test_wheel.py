@@ -21,8 +21,6 @@ import pytest
 from fixos.scenarios.catalog import load_catalog
 from fixos.stack.images import IMAGES_DIR, content_hash
 
-pytestmark = pytest.mark.live
-
 ROOT = Path(__file__).resolve().parent.parent
 NOT_SOURCES = shutil.ignore_patterns(
     ".git", ".venv", "results", "build", "dist", "*.egg-info", "__pycache__", "*.pyc", ".*_cache", ".fixos"
@@ -127,6 +125,7 @@ def test_fixos_list_shows_every_scenario(venv: Path, elsewhere: tuple[Path, dict
     assert set(re.findall(r"^│ (\S+)\s+│", listed, re.M)) == set(load_catalog(ROOT / "scenarios"))
 
 
+@pytest.mark.live
 def test_fixos_run_oracle_scores_one(
     venv: Path, elsewhere: tuple[Path, dict[str, str]], client: docker.DockerClient, images: dict[str, str]
 ):
