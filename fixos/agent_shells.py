@@ -11,9 +11,12 @@ as with a single host); called, it is a named host's (``ep.shell("db")``)::
 from __future__ import annotations
 
 import contextlib
+import tempfile
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
+from fixos.agents import Endpoints
 from fixos.core.errors import FixOSError
 from fixos.core.models import CommandResult
 from fixos.shells.base import Shell
@@ -52,3 +55,16 @@ class AgentShells:
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self(), name)  # what a transport offers beyond run/close
+
+
+def endpoints_of(host: LiveHost, workdir: Path | None, others: list[str]) -> Endpoints:
+    """How an agent of its own reaches ``host``: ssh with a key made for the episode, or docker exec."""
+    key_dir = workdir or Path(tempfile.mkdtemp(prefix="fixos-key-"))
+    key = host.write_key(key_dir / "id_episode")
+    return Endpoints(
+        ssh=host.ssh_command(key),
+        docker_exec=host.exec_command(),
+        key_path=str(key),
+        host=host.name,
+        others=others,
+    )

@@ -14,7 +14,6 @@ import contextlib
 import re
 import secrets
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -23,8 +22,8 @@ from pathlib import Path
 
 import docker
 
-from fixos.agent_shells import AgentShells
-from fixos.agents import Endpoints, Task, make_agent
+from fixos.agent_shells import AgentShells, endpoints_of
+from fixos.agents import Task, make_agent
 from fixos.blame import harness_evidence, running
 from fixos.core.errors import BudgetExhausted, FixOSError, ShellError, StackError
 from fixos.core.models import CheckResult, InjectedFault, Step, Verdict
@@ -254,18 +253,6 @@ def episode_id_for(scenario_id: str, seed: int, agent_name: str) -> str:
     return f"{scenario_id}-s{seed}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', agent_name)}"
 
 
-def _endpoints(host: LiveHost, workdir: Path | None, others: list[str]) -> Endpoints:
-    key_dir = workdir or Path(tempfile.mkdtemp(prefix="fixos-key-"))
-    key = host.write_key(key_dir / "id_episode")
-    return Endpoints(
-        ssh=host.ssh_command(key),
-        docker_exec=host.exec_command(),
-        key_path=str(key),
-        host=host.name,
-        others=others,
-    )
-
-
 _LOOKS = (ShellError, StackError, *ENGINE_ERRORS)
 """what a verdict that could not look at a host raises: the agent's doing unless the engine says otherwise."""
 
@@ -354,7 +341,7 @@ def run_episode(
         task = Task(scenario.id, scenario.instruction, limits.max_steps, limits.wall_seconds, workdir)
         if getattr(agent, "wants_endpoints", False):
             others = [h.name for h in scenario.hosts if h.name != scenario.login_host]
-            task = replace(task, endpoints=_endpoints(episode.host, workdir, others))
+            task = replace(task, endpoints=endpoints_of(episode.host, workdir, others))
         shell = RecordingShell(
             episode.shell,
             max_steps=limits.max_steps,
