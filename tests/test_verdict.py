@@ -363,3 +363,59 @@ def test_a_certificate_reloaded_a_moment_late_is_trusted_when_asked_again(tmp_pa
         assert not outcome.passed and "certificate rejected" in outcome.detail, outcome.detail
     finally:
         site.close()
+
+
+class FailingGate(Waiting):
+    """A gate that fails after ``seconds``."""
+
+    type = "failing_gate"
+
+    def evaluate(self, probe: Probe, baseline: object) -> Outcome:
+        time.sleep(self.params.seconds)
+        return Outcome(False, self.params.label)
+
+
+def test_a_page_that_does_not_answer_is_not_waited_for_once_a_gate_has_failed(monkeypatch):
+    """A do-nothing agent's final verdict (net_5: a throttled link, the gates failing) waited
+    15 s for a page whose answer could not raise a reward of 0.0; the gate ends the wait."""
+    from fixos.verifier import http
+
+    monkeypatch.setattr(http, "FIRST_WAIT", 1.0)
+    monkeypatch.setattr(http, "SECOND_WAIT", 1.0)
+    registry: Registry[Check] = Registry("check type", [HttpPage, FailingGate])
+    hanging = SlowSite(slow=5, delay=5)
+    try:
+        page = CheckEntry("page", "http_page", "web", True, 1.0, HttpPage.Params(same_as_healthy=False))
+        gate = CheckEntry(
+            "gate", "failing_gate", "web", False, 1.0, FailingGate.Params(seconds=0.3, label="x")
+        )
+        started = time.monotonic()
+        verdict = verify([page, gate], {"web": probe(hanging)}, {}, registry=registry)  # type: ignore[arg-type]
+        took = time.monotonic() - started
+        assert verdict.reward == 0.0 and took < 0.9, took
+        [seen] = [c for c in verdict.checks if c.name == "page"]
+        assert not seen.passed and "not waited for: a gate failed" in seen.detail, seen.detail
+        # with the gate passing, the same page is waited for (patient: asked twice)
+        ok = CheckEntry("gate", "waiting", "web", False, 1.0, Waiting.Params(seconds=0.0, label="ok"))
+        registry.register(Waiting)
+        hanging.asked = 0
+        started = time.monotonic()
+        verdict = verify([page, ok], {"web": probe(hanging)}, {}, registry=registry)  # type: ignore[arg-type]
+        assert time.monotonic() - started > 2.0 and hanging.asked == 2
+    finally:
+        hanging.close()
+
+
+def test_a_hold_period_ends_when_a_gate_has_failed():
+    registry: Registry[Check] = Registry("check type", [HttpPage, FailingGate])
+    access = FakeAccess()
+    access.pages["/"] = HttpResponse(200, b"up")
+    page = CheckEntry(
+        "page", "http_page", "web", True, 1.0, HttpPage.Params(same_as_healthy=False, hold_seconds=30)
+    )
+    gate = CheckEntry("gate", "failing_gate", "web", False, 1.0, FailingGate.Params(seconds=0.2, label="x"))
+    started = time.monotonic()
+    verdict = verify([page, gate], {"web": probe(access)}, {}, registry=registry)
+    assert verdict.reward == 0.0 and time.monotonic() - started < 2.0
+    [seen] = [c for c in verdict.checks if c.name == "page"]
+    assert "not held: a gate failed" in seen.detail, seen.detail

@@ -72,6 +72,10 @@ class Probe:
     db_turn: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     """one SQL client of this judgement at a time in the host (``sql``)."""
 
+    settled: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+    """set once this judgement's reward is 0.0 whatever the checks still looking find (a gate
+    failed): a check may then stop waiting (a page that does not answer, a hold period);
+    ``verify`` shares one between the probes of a judgement."""
     known_facts: Facts | None = field(default=None, repr=False, compare=False)
     """this judgement's fingerprints of the host, where the vantage took them already."""
     _facts: list[Facts | None] = field(default_factory=list, repr=False, compare=False)

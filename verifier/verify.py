@@ -3,11 +3,14 @@
 ``judge`` is the one entry point: it judges a set of hosts at one moment of an
 episode (healthy, broken, or after the agent). Reward: 0 when any unscored
 check (a gate) fails; otherwise the weighted share of scored checks that pass.
-Every check runs, so the evidence is complete.
+Every check runs, so the evidence is complete; once a gate has failed (the reward is 0.0
+whatever the others find), a check still waiting on a page that does not answer, or on a
+hold period, may stop waiting (``Probe.settled``).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -192,15 +195,23 @@ def verify(
     # side by side (a quiet step's running score: a handful of the host's many checks).
     kept = [_kept(check, probes[entry.host], baseline.get(entry.name), entry.name) for entry, check in built]
     looking = [i for i, (outcome, _) in enumerate(kept) if outcome is None]
-    futures = _all_at_once(
-        [
-            (
-                partial(_look, check, probes[entry.host], baseline.get(entry.name), entry.name, kept[i][1]),
-                check.alone,
-            )
-            for i, (entry, check) in ((i, built[i]) for i in looking)
-        ]
-    )
+    settled = threading.Event()  # a gate failed: 0.0 whatever the checks still waiting find
+    for probe in probes.values():
+        probe.settled = settled
+    if any(
+        not entry.scored and outcome is not None and not outcome.passed
+        for (entry, _), (outcome, _) in zip(built, kept, strict=True)
+    ):
+        settled.set()
+
+    def look(i: int) -> Outcome:
+        entry, check = built[i]
+        outcome = _look(check, probes[entry.host], baseline.get(entry.name), entry.name, kept[i][1])
+        if not entry.scored and not outcome.passed:
+            settled.set()
+        return outcome
+
+    futures = _all_at_once([(partial(look, i), built[i][1].alone) for i in looking])
     outcomes: dict[int, Outcome] = {i: future.result() for i, future in zip(looking, futures, strict=True)}
     results = []
     for i, (entry, _) in enumerate(built):
