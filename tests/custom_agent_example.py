@@ -1,4 +1,4 @@
-"""The custom agent of the README: load it with --agent custom_agent_example:RestartWhatIsDown."""
+"""The custom agent of docs/agents-and-shells.md (--agent custom_agent_example:RestartWhatIsDown)."""
 
 from fixos.agents import Task
 from fixos.shells import Shell
