@@ -278,8 +278,8 @@ _KILLER = """#!/bin/sh
 # Legacy watchdog from the old hosting setup: "restarts" the web server when
 # the old health URL fails, which it always does now.
 while :; do
-    sleep {interval}
     pkill -x {program} >/dev/null 2>&1
+    sleep {interval}
 done
 """
 
@@ -322,7 +322,8 @@ class ServiceKiller(Fault):
         return {"name": self.name, "pid": self.pid, "path": self.path}
 
     def symptom(self, seeded: Mapping[str, Any], pid: PidWord = plain_pid) -> str:
-        # The service is down only after the watchdog's first round; it must still be there.
+        # The watchdog's first round kills at once (a reset need not wait out its period);
+        # it must still be there.
         service = shlex.quote(self.params.service)
         return f"! service {service} status >/dev/null 2>&1 && kill -0 {pid(located(seeded), seeded['pid'])}"
 
