@@ -419,3 +419,26 @@ def test_a_hold_period_ends_when_a_gate_has_failed():
     assert verdict.reward == 0.0 and time.monotonic() - started < 2.0
     [seen] = [c for c in verdict.checks if c.name == "page"]
     assert "not held: a gate failed" in seen.detail, seen.detail
+
+
+def test_the_broken_proof_waits_for_every_page_though_a_gate_failed(monkeypatch):
+    """At the broken moment a page cut short would read as a failing scored check and could
+    hide faults that break nothing the score sees: no wait is ended there."""
+    from fixos.verifier import http, judge
+
+    monkeypatch.setattr(http, "FIRST_WAIT", 0.5)
+    registry: Registry[Check] = Registry("check type", [HttpPage, FailingGate])
+    slow = SlowSite(slow=1, delay=0.3)
+    try:
+        page = CheckEntry("page", "http_page", "web", True, 1.0, HttpPage.Params(same_as_healthy=False))
+        gate = CheckEntry(
+            "gate", "failing_gate", "web", False, 1.0, FailingGate.Params(seconds=0.0, label="x")
+        )
+        quick = Probe(host=None, shell=FakeShell(lambda c: ""), access=slow, patient=False)  # type: ignore[arg-type]
+        broken = judge(
+            [page, gate], {"web": quick}, {"page": None, "gate": None}, moment="broken", registry=registry
+        )
+        [seen] = [c for c in broken.verdict.checks if c.name == "page"]
+        assert seen.passed, seen.detail  # answered in 0.3 s, waited for
+    finally:
+        slow.close()

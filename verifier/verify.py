@@ -75,7 +75,9 @@ def judge(
     elif moment != "after":
         raise ValueError(f"moment must be healthy, broken or after (got {moment!r})")
     baseline = baseline or {}
-    return Judgement(verify(entries, probes, baseline, registry=registry), baseline)
+    # the broken proof wants every scored check's own outcome: no wait is cut short there
+    settles = moment == "after"
+    return Judgement(verify(entries, probes, baseline, registry=registry, settles=settles), baseline)
 
 
 def _build(entries: Sequence[CheckEntry], registry: Registry[Check]) -> list[tuple[CheckEntry, Check]]:
@@ -187,7 +189,10 @@ def verify(
     baseline: Baseline,
     *,
     registry: Registry[Check] = CHECKS,
+    settles: bool = True,
 ) -> Verdict:
+    """The verdict of ``entries`` against ``baseline``; ``settles``: a failed gate may end the
+    other checks' waits (``Probe.settled``)."""
     built = _build(entries, registry)
     # Every kept outcome first, before any check looks: the facts are read once, before any
     # command of this judgement runs in the host (its processes would be in them), and a
@@ -198,7 +203,7 @@ def verify(
     settled = threading.Event()  # a gate failed: 0.0 whatever the checks still waiting find
     for probe in probes.values():
         probe.settled = settled
-    if any(
+    if settles and any(
         not entry.scored and outcome is not None and not outcome.passed
         for (entry, _), (outcome, _) in zip(built, kept, strict=True)
     ):
@@ -207,7 +212,7 @@ def verify(
     def look(i: int) -> Outcome:
         entry, check = built[i]
         outcome = _look(check, probes[entry.host], baseline.get(entry.name), entry.name, kept[i][1])
-        if not entry.scored and not outcome.passed:
+        if settles and not entry.scored and not outcome.passed:
             settled.set()
         return outcome
 
