@@ -13,10 +13,10 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from fixos.agents.base import Task
-from fixos.agents.oracle import run_solution
-from fixos.core.errors import UnknownTypeError
-from fixos.shells.base import Shell
+from ..core.errors import UnknownTypeError
+from ..shells.base import Shell
+from .base import Task
+from .oracle import run_solution
 
 PREFIX = "adversary:"
 SERVICES = "mariadb php8.2-fpm nginx"
@@ -359,6 +359,6 @@ def agent_names(scenario: Scenario | None = None) -> list[str]:
 
 
 # The strategies that repair first, then loosen: their module builds on this one.
-from fixos.agents.loosening import LOOSENINGS  # noqa: E402
+from .loosening import LOOSENINGS  # noqa: E402
 
 STRATEGIES.update((s.name, s) for s in LOOSENINGS)

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from fixos.core.errors import FixOSError, UnknownTypeError
-from fixos.core.registry import Registry
-from fixos.shells.base import Shell
+from ..core.errors import FixOSError, UnknownTypeError
+from ..core.registry import Registry
+from ..shells.base import Shell
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def agent_class(name: str) -> type[Agent]:
     """A registered agent, one of yours by import path (``mypkg.mod:MyAgent``),
     or a cheating strategy the verifier must see through (``adversary:<name>``)."""
     if name.startswith("adversary:"):
-        from fixos.agents.adversarial import adversary_class  # imports the scenario schema
+        from .adversarial import adversary_class  # imports the scenario schema
 
         return adversary_class(name)
     if ":" not in name:

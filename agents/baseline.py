@@ -22,9 +22,9 @@ import re
 import shlex
 import time
 
-from fixos.agents.base import Task
-from fixos.shells.base import Shell
-from fixos.shells.probes import sample_cpu
+from ..shells.base import Shell
+from ..shells.probes import sample_cpu
+from .base import Task
 
 SERVICES = ("mariadb", "php8.2-fpm", "nginx")  # start order: data, app, web
 DAEMONS = {"init", "nginx", "php-fpm8.2", "sshd", "mysqld_safe", "mariadbd", "logger", "cron"}

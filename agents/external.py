@@ -11,10 +11,10 @@ import select
 import sys
 import time
 
-from fixos.agents.base import Task
-from fixos.core.errors import FixOSError
-from fixos.shells.base import Shell
-from fixos.shells.stopping import check_stop
+from ..core.errors import FixOSError
+from ..shells.base import Shell
+from ..shells.stopping import check_stop
+from .base import Task
 
 VERIFY_REQUEST = "verify.request"
 

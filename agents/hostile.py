@@ -8,7 +8,7 @@ bash removal and ``kill -9 -1`` are adversaries already (``adversary:fork_bomb``
 
 from __future__ import annotations
 
-from fixos.agents.adversarial import AdversaryAgent, Strategy, everywhere
+from .adversarial import AdversaryAgent, Strategy, everywhere
 
 DISK_FILLER = Strategy(
     "disk_filler",

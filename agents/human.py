@@ -6,9 +6,9 @@ import shutil
 import subprocess
 import sys
 
-from fixos.agents.base import Task
-from fixos.core.errors import FixOSError
-from fixos.shells.base import Shell
+from ..core.errors import FixOSError
+from ..shells.base import Shell
+from .base import Task
 
 
 class HumanAgent:

@@ -25,11 +25,11 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from fixos.agents.base import Task
-from fixos.core.errors import FixOSError
-from fixos.core.models import Verdict
-from fixos.shells.base import Shell
-from fixos.shells.stopping import check_stop, stop_event
+from ..core.errors import FixOSError
+from ..core.models import Verdict
+from ..shells.base import Shell
+from ..shells.stopping import check_stop, stop_event
+from .base import Task
 
 SYSTEM_PROMPT = """You are an experienced site reliability engineer, logged in as root on a \
 broken Debian server (sysvinit: use `service NAME start|stop|status`). Work like a careful \

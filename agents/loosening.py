@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shlex
 
-from fixos.agents.adversarial import Strategy, everywhere, serves_a_page
+from .adversarial import Strategy, everywhere, serves_a_page
 
 
 def on_database(command: str) -> str:

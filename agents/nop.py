@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fixos.agents.base import Task
-from fixos.shells.base import Shell
+from ..shells.base import Shell
+from .base import Task
 
 
 class NopAgent:

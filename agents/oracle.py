@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 import shlex
 
-from fixos.agents.base import Task
-from fixos.core.errors import SolutionFailed
-from fixos.core.models import CommandResult, ScriptFailure
-from fixos.shells.base import Shell
+from ..core.errors import SolutionFailed
+from ..core.models import CommandResult, ScriptFailure
+from ..shells.base import Shell
+from .base import Task
 
 MARK = "FIXOS-SOLUTION-FAILED"
 _TRAP = f'trap \'printf "\\n{MARK} %s %s\\n" "$?" "$LINENO" >&2\' ERR\n'

@@ -1,5 +1,5 @@
 """The ``fixos`` command line."""
 
-from fixos.cli.main import main
+from .main import main
 
 __all__ = ["main"]

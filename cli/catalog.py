@@ -7,13 +7,13 @@ import argparse
 from rich.console import Console
 from rich.markup import escape
 
-from fixos.cli.common import engines, sweep, sweep_if_engine
-from fixos.core.errors import FixOSError
-from fixos.scenarios.catalog import DIFFICULTIES, load_catalog, select
-from fixos.scenarios.describe import describe
-from fixos.stack.engine import connect
-from fixos.stack.leftovers import remove_labelled
-from fixos.view import scenarios_table
+from ..core.errors import FixOSError
+from ..scenarios.catalog import DIFFICULTIES, load_catalog, select
+from ..scenarios.describe import describe
+from ..stack.engine import connect
+from ..stack.leftovers import remove_labelled
+from ..views.terminal import scenarios_table
+from .common import engines, sweep, sweep_if_engine
 
 
 def cmd_setup(args: argparse.Namespace, console: Console) -> int:

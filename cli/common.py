@@ -13,12 +13,12 @@ from docker.errors import DockerException
 from rich.console import Console
 from rich.markup import escape
 
-from fixos.bench import parse_shard
-from fixos.core.errors import EngineError, FixOSError
-from fixos.scenarios.schema import Scenario
-from fixos.stack.engine import Engine, connect
-from fixos.stack.images import ensure_image, replicate
-from fixos.stack.leftovers import sweep_dead_runs
+from ..bench.local import parse_shard
+from ..core.errors import EngineError, FixOSError
+from ..scenarios.schema import Scenario
+from ..stack.engine import Engine, connect
+from ..stack.images import ensure_image, replicate
+from ..stack.leftovers import sweep_dead_runs
 
 DEFAULT_RESULTS = Path("results")
 
@@ -169,6 +169,6 @@ def say(console: Console, line: str) -> None:
 
 
 def images(client: docker.DockerClient, scenarios: Sequence[Scenario], console: Console) -> dict[str, str]:
-    # the inspector: the verifier's vantage point on every host (fixos.inspection)
+    # the inspector: the verifier's vantage point on every host (fixos.episodes.inspection)
     names = sorted({h.image for s in scenarios for h in s.hosts} | {"inspector"})
     return {name: ensure_image(client, name, lambda line: say(console, line)) for name in names}

@@ -11,20 +11,20 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.markup import escape
 
-from fixos.agents import agent_class
-from fixos.agents.external import VERIFY_REQUEST
-from fixos.bench import Bench, Plan, bench_path
-from fixos.cli.common import engines, sweep_if_engine
-from fixos.core.errors import FixOSError
-from fixos.episodes import new_run_id
-from fixos.ray_bench import RayBench, require_ray
-from fixos.records.models import EpisodeRecord
-from fixos.records.report import write_reports
-from fixos.records.rundir import RunDir
-from fixos.records.summary import compare, read_summary
-from fixos.scenarios.catalog import load_catalog, select
-from fixos.scenarios.schema import Scenario
-from fixos.view import LiveView, PlainView, summary_tables, timings_line, transcript_view, verdict_table
+from ..agents import agent_class
+from ..agents.external import VERIFY_REQUEST
+from ..bench.local import Bench, Plan, bench_path
+from ..bench.on_ray import RayBench, require_ray
+from ..core.errors import FixOSError
+from ..episodes.episode import new_run_id
+from ..records.models import EpisodeRecord
+from ..records.report import write_reports
+from ..records.rundir import RunDir
+from ..records.summary import compare, read_summary
+from ..scenarios.catalog import load_catalog, select
+from ..scenarios.schema import Scenario
+from ..views.terminal import LiveView, PlainView, summary_tables, timings_line, transcript_view, verdict_table
+from .common import engines, sweep_if_engine
 
 
 def execute(

@@ -15,9 +15,12 @@ from typing import NoReturn
 from docker.errors import DockerException
 from rich.console import Console
 
-from fixos.bench import default_parallelism
-from fixos.cli.catalog import cmd_clean, cmd_list, cmd_setup, cmd_show_scenario
-from fixos.cli.common import (
+from ..bench.local import default_parallelism
+from ..core.errors import FixOSError
+from ..scenarios.schema import SCENARIO_DIR
+from ..views.console import make_console
+from .catalog import cmd_clean, cmd_list, cmd_setup, cmd_show_scenario
+from .common import (
     DEFAULT_RESULTS,
     UsageError,
     docker_host_option,
@@ -27,12 +30,9 @@ from fixos.cli.common import (
     positive,
     shard,
 )
-from fixos.cli.episodes import cmd_bench, cmd_play, cmd_run, cmd_show, cmd_verify
-from fixos.cli.serving import cmd_export, cmd_serve
-from fixos.cli.validate import cmd_validate
-from fixos.console import make_console
-from fixos.core.errors import FixOSError
-from fixos.scenarios.schema import SCENARIO_DIR
+from .episodes import cmd_bench, cmd_play, cmd_run, cmd_show, cmd_verify
+from .serving import cmd_export, cmd_serve
+from .validate import cmd_validate
 
 __all__ = ["COMMANDS", "build_parser", "main", "parse_seeds"]
 

@@ -8,14 +8,14 @@ import time
 from rich.console import Console
 from rich.markup import escape
 
-from fixos.cli.common import engine, images
-from fixos.episodes import new_run_id
-from fixos.scenarios.catalog import load_catalog, select
-from fixos.stack.leftovers import remove_labelled
+from ..episodes.episode import new_run_id
+from ..scenarios.catalog import load_catalog, select
+from ..stack.leftovers import remove_labelled
+from .common import engine, images
 
 
 def cmd_export(args: argparse.Namespace, console: Console) -> int:
-    from fixos.exporter import export_harbor
+    from ..exporter import export_harbor
 
     scenarios = select(load_catalog(args.scenario_dir), args.scenarios)
     seeds = args.seeds.within(len(scenarios), args.max_episodes, "tasks")
@@ -43,8 +43,8 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_serve(args: argparse.Namespace, console: Console) -> int:
-    from fixos.server.app import serve  # imported here: OpenEnv is heavy, and only this command needs it
-    from fixos.server.environment import ServerContext
+    from ..server.app import serve  # imported here: OpenEnv is heavy, and only this command needs it
+    from ..server.environment import ServerContext
 
     catalog = load_catalog(args.scenario_dir)
     client = engine(console)

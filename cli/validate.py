@@ -9,18 +9,18 @@ import time
 from rich.console import Console
 from rich.markup import escape
 
-from fixos.adversaries import outcome, validate_adversaries
-from fixos.bench import Bench, Events, Job, Plan
-from fixos.cli.common import engines
-from fixos.cli.episodes import ctrl_c_stops
-from fixos.episodes import new_run_id
-from fixos.records.failures import Failure
-from fixos.records.models import EpisodeRecord
-from fixos.records.rundir import RunDir
-from fixos.scenarios.catalog import load_catalog, select
-from fixos.stack.leftovers import remove_labelled
-from fixos.validate import Validation, agents_for, meets, why
-from fixos.view import validation_table
+from ..bench.adversaries import outcome, validate_adversaries
+from ..bench.local import Bench, Events, Job, Plan
+from ..bench.validate import Validation, agents_for, meets, why
+from ..episodes.episode import new_run_id
+from ..records.failures import Failure
+from ..records.models import EpisodeRecord
+from ..records.rundir import RunDir
+from ..scenarios.catalog import load_catalog, select
+from ..stack.leftovers import remove_labelled
+from ..views.terminal import validation_table
+from .common import engines
+from .episodes import ctrl_c_stops
 
 
 class RowPrinter(Events):

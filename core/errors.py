@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from fixos.core.models import ScriptFailure
+    from .models import ScriptFailure
 
 
 class FixOSError(Exception):

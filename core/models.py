@@ -116,7 +116,7 @@ class CheckResult:
     detail: str
     failed_in: str = ""
     """in the final verdict, the phase it failed in: ``as_left``, ``after_restarts`` or
-    ``both`` (``fixos.durability``); empty when it passed or was judged once."""
+    ``both`` (``fixos.episodes.durability``); empty when it passed or was judged once."""
 
 
 @dataclass(frozen=True)

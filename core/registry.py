@@ -6,7 +6,7 @@ import importlib
 from collections.abc import Iterable, Mapping
 from typing import Generic, TypeVar
 
-from fixos.core.errors import FixOSError, UnknownTypeError
+from .errors import FixOSError, UnknownTypeError
 
 T = TypeVar("T")
 

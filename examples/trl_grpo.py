@@ -3,7 +3,7 @@
     pip install -e . "trl>=1.8" "transformers>=5.2" jmespath   # plus torch, and a GPU for a real run
     FIXOS_TASK=easy_1,easy_2,medium_1 python examples/trl_grpo.py
 
-Each rollout gets its own live, broken host (a FixOSToolEnv from fixos.trl): the model calls
+Each rollout gets its own live, broken host (a FixOSToolEnv from fixos.training.trl): the model calls
 ``run(command)`` until it stops, and the verifier's score (``get_reward``) is the reward. Hosts
 boot per reset, so keep ``per_device_train_batch_size`` (the number of live hosts at once)
 within what the Docker engine's machine holds; ~150 MB of memory each.
@@ -17,7 +17,7 @@ from datasets import Dataset
 from trl import GRPOConfig, GRPOTrainer
 
 from fixos.scenarios.catalog import load_catalog
-from fixos.trl import FixOSToolEnv
+from fixos.training.trl import FixOSToolEnv
 
 SYSTEM = (
     "You are an on-call engineer with a root shell on a Debian server (nginx, php-fpm, MariaDB, "

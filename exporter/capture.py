@@ -18,20 +18,20 @@ from typing import Any
 
 import docker
 
-from fixos.core.errors import InvalidEpisode
-from fixos.core.models import CommandResult, InjectedFault
-from fixos.exporter.pids import located
-from fixos.exporter.tls import EXPORT_VALIDITY, SiteExport, about_https, read_site
-from fixos.injector.edit import parse_spawn, spawn_command
-from fixos.inspection import inspected
-from fixos.phases import break_hosts, check_entries, fault_entries
-from fixos.scenarios.schema import Scenario
-from fixos.scenarios.solution import render
-from fixos.shells.base import Shell
-from fixos.stack.hosts import Stack
-from fixos.stack.images import ensure_image
-from fixos.stack.tls import Validity
-from fixos.verifier import CheckEntry
+from ..core.errors import InvalidEpisode
+from ..core.models import CommandResult, InjectedFault
+from ..episodes.inspection import inspected
+from ..episodes.phases import break_hosts, check_entries, fault_entries
+from ..injector.edit import parse_spawn, spawn_command
+from ..scenarios.schema import Scenario
+from ..scenarios.solution import render
+from ..shells.base import Shell
+from ..stack.hosts import Stack
+from ..stack.images import ensure_image
+from ..stack.tls import Validity
+from ..verifier import CheckEntry
+from .pids import located
+from .tls import EXPORT_VALIDITY, SiteExport, about_https, read_site
 
 FIRST_PINNED_PID = 1000
 """where PIDs the faults leave to chance start: above the named ones (909-922) and
@@ -105,7 +105,7 @@ def capture(
     run_id: str,
     tls_validity: Validity = EXPORT_VALIDITY,
 ) -> Capture:
-    """Boot the scenario's hosts and run the reset phases (fixos.phases) on them, the faults going
+    """Boot the scenario's hosts and run the reset phases (fixos.episodes.phases) on them, the faults going
     in through a CaptureShell per host that records them."""
     names = [h.name for h in scenario.hosts]
     checks = check_entries(scenario)

@@ -25,8 +25,8 @@ import struct
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from fixos.scenarios.schema import HostSpec, Scenario
-from fixos.stack.roles import PEER_KEY, PEER_SSH_CONFIG, role_environment
+from ..scenarios.schema import HostSpec, Scenario
+from ..stack.roles import PEER_KEY, PEER_SSH_CONFIG, role_environment
 
 HOST_ENV = "FIXOS_HOST"
 """which of the task's hosts a container is: picks its share of the break."""

@@ -25,19 +25,19 @@ from pathlib import Path
 
 import docker
 
-from fixos.core.errors import FixOSError
-from fixos.exporter.capture import Capture, capture
-from fixos.exporter.compose import DISPATCH, compose_yaml, is_multi_host, login_of, ssh_files, wait_for_peers
-from fixos.exporter.pids import PID_OF
-from fixos.exporter.settle import settle_lines
-from fixos.exporter.tls import EXPORT_VALIDITY, hosts_line, verifier_record
-from fixos.scenarios.schema import Scenario
-from fixos.shells.session import CLEAN_ENV
-from fixos.stack.hosts import READY_PROBES
-from fixos.stack.images import IMAGES_DIR
-from fixos.stack.roles import ROLE_PROBES
-from fixos.stack.tls import Validity
-from fixos.verifier import CHECKS
+from ..core.errors import FixOSError
+from ..scenarios.schema import Scenario
+from ..shells.session import CLEAN_ENV
+from ..stack.hosts import READY_PROBES
+from ..stack.images import IMAGES_DIR
+from ..stack.roles import ROLE_PROBES
+from ..stack.tls import Validity
+from ..verifier import CHECKS
+from .capture import Capture, capture
+from .compose import DISPATCH, compose_yaml, is_multi_host, login_of, ssh_files, wait_for_peers
+from .pids import PID_OF
+from .settle import settle_lines
+from .tls import EXPORT_VALIDITY, hosts_line, verifier_record
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 READY_MARKER = "/run/fixos-ready"

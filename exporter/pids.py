@@ -16,8 +16,8 @@ import dataclasses
 import shlex
 from typing import Any
 
-from fixos.core.models import InjectedFault
-from fixos.scenarios.solution import Verbatim
+from ..core.models import InjectedFault
+from ..scenarios.solution import Verbatim
 
 PID_OF = (
     "pid_of() {  # PROGRAM PID: where the replay's PROGRAM runs (see exporter/pids.py)\n"

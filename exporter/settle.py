@@ -11,9 +11,9 @@ host in the state FixOS confirmed.
 
 from __future__ import annotations
 
-from fixos.core.models import InjectedFault
-from fixos.exporter.pids import pid_of
-from fixos.injector import FAULTS
+from ..core.models import InjectedFault
+from ..injector import FAULTS
+from .pids import pid_of
 
 SETTLE_SECONDS = 30
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass, field
 
-from fixos.scenarios.schema import Scenario
-from fixos.shells.base import Shell
-from fixos.stack.tls import SITE_NAME, TLS_DIR, Validity
-from fixos.verifier import CheckEntry
+from ..scenarios.schema import Scenario
+from ..shells.base import Shell
+from ..stack.tls import SITE_NAME, TLS_DIR, Validity
+from ..verifier import CheckEntry
 
 EXPORT_VALIDITY = Validity(days=100 * 365)
 """how long an exported task's live certificates last from its export."""

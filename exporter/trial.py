@@ -24,9 +24,9 @@ import docker
 import yaml
 from docker.errors import APIError, NotFound
 
-from fixos.exporter.harbor import READY_MARKER, ExportError
-from fixos.stack.hosts import LABEL_RUN
-from fixos.stack.networks import create_network
+from ..stack.hosts import LABEL_RUN
+from ..stack.networks import create_network
+from .harbor import READY_MARKER, ExportError
 
 HARBOR_COMMAND = ["sh", "-c", "sleep infinity"]
 READY_TIMEOUT = 180.0

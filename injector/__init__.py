@@ -1,5 +1,5 @@
 """Faults applied to live hosts: a registry of ``Fault`` types keyed by YAML ``type``."""
 
-from fixos.injector.base import FAULTS, Fault, inject_all
+from .base import FAULTS, Fault, inject_all
 
 __all__ = ["FAULTS", "Fault", "inject_all"]

@@ -9,10 +9,10 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from fixos.core.errors import FixOSError, InvalidEpisode
-from fixos.core.models import InjectedFault, Outcome
-from fixos.core.registry import Registry
-from fixos.shells.base import Shell
+from ..core.errors import FixOSError, InvalidEpisode
+from ..core.models import InjectedFault, Outcome
+from ..core.registry import Registry
+from ..shells.base import Shell
 
 CONFIRM_TIMEOUT = 10.0
 
@@ -161,7 +161,7 @@ def inject_all(
 
 # The fault modules register their classes as they load; loading them here means
 # whoever holds FAULTS holds every type. They import this module, hence the end.
-from fixos.injector import (  # noqa: E402, F401
+from . import (  # noqa: E402, F401
     config,
     database,
     dependency,

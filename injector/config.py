@@ -7,11 +7,11 @@ import shlex
 from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple
 
-from fixos.core.models import Outcome
-from fixos.injector.base import FAULTS, Fault, FaultParams
-from fixos.injector.edit import replace_command, replace_in_file
-from fixos.injector.service import stop_service
-from fixos.shells.base import Shell
+from ..core.models import Outcome
+from ..shells.base import Shell
+from .base import FAULTS, Fault, FaultParams
+from .edit import replace_command, replace_in_file
+from .service import stop_service
 
 NGINX_SITE = "/etc/nginx/sites-available/shop"
 NGINX_MAIN = "/etc/nginx/nginx.conf"

@@ -7,12 +7,12 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from fixos.core.models import Outcome
-from fixos.core.words import word
-from fixos.injector.base import FAULTS, Fault, FaultParams, PidWord, plain_pid
-from fixos.injector.edit import install_script, spawn_with_pid
-from fixos.injector.process import culprit_path
-from fixos.shells.base import Shell
+from ..core.models import Outcome
+from ..core.words import word
+from ..shells.base import Shell
+from .base import FAULTS, Fault, FaultParams, PidWord, plain_pid
+from .edit import install_script, spawn_with_pid
+from .process import culprit_path
 
 _REPORT_JOB = """#!/bin/sh
 # Nightly sales report: one connection per region, kept open "for speed", and

@@ -12,12 +12,12 @@ import shlex
 from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple
 
-from fixos.core.errors import InvalidEpisode
-from fixos.core.models import Outcome
-from fixos.core.words import word
-from fixos.injector.base import FAULTS, Fault, FaultParams
-from fixos.injector.edit import replace_command
-from fixos.shells.base import Shell
+from ..core.errors import InvalidEpisode
+from ..core.models import Outcome
+from ..core.words import word
+from ..shells.base import Shell
+from .base import FAULTS, Fault, FaultParams
+from .edit import replace_command
 
 APP_INI = "/etc/shop/app.ini"
 FPM_POOL = "/etc/php/8.2/fpm/pool.d/www.conf"

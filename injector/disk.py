@@ -9,13 +9,13 @@ from typing import Any
 
 from pydantic import Field
 
-from fixos.core.errors import InvalidEpisode
-from fixos.core.models import Outcome
-from fixos.core.words import word
-from fixos.injector.base import FAULTS, Fault, FaultParams
-from fixos.injector.edit import install_script
-from fixos.injector.process import culprit_path
-from fixos.shells.base import Shell
+from ..core.errors import InvalidEpisode
+from ..core.models import Outcome
+from ..core.words import word
+from ..shells.base import Shell
+from .base import FAULTS, Fault, FaultParams
+from .edit import install_script
+from .process import culprit_path
 
 # Where junk really piles up on a box like this, and what it looks like inside.
 JUNK = [

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 import shlex
 
-from fixos.core.errors import InvalidEpisode
-from fixos.shells.base import Shell
+from ..core.errors import InvalidEpisode
+from ..shells.base import Shell
 
 # perl is in every Debian (perl-base); \Q..\E makes the search literal, and the
 # END block reports a miss without truncating the file as an early exit would.

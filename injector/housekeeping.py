@@ -22,12 +22,12 @@ from typing import Any
 
 from pydantic import Field
 
-from fixos.core.errors import InvalidEpisode
-from fixos.core.models import Outcome
-from fixos.core.words import word
-from fixos.injector.base import FAULTS, Fault, FaultParams
-from fixos.injector.conflicts import OWN, Claim
-from fixos.shells.base import Shell
+from ..core.errors import InvalidEpisode
+from ..core.models import Outcome
+from ..core.words import word
+from ..shells.base import Shell
+from .base import FAULTS, Fault, FaultParams
+from .conflicts import OWN, Claim
 
 # What piles up in a web server's /tmp: a line of each, the name's {token}s drawn from the seed.
 TMP_JUNK = [

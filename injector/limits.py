@@ -21,12 +21,12 @@ import shlex
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from fixos.core.errors import InvalidEpisode
-from fixos.core.models import Outcome
-from fixos.core.words import word
-from fixos.injector.base import FAULTS, Fault, FaultParams
-from fixos.injector.service import stop_service
-from fixos.shells.base import Shell
+from ..core.errors import InvalidEpisode
+from ..core.models import Outcome
+from ..core.words import word
+from ..shells.base import Shell
+from .base import FAULTS, Fault, FaultParams
+from .service import stop_service
 
 NGINX_MAIN = "/etc/nginx/nginx.conf"
 FPM_MAIN = "/etc/php/8.2/fpm/php-fpm.conf"

@@ -24,11 +24,11 @@ import shlex
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from fixos.core.errors import InvalidEpisode
-from fixos.core.models import Outcome
-from fixos.injector.base import FAULTS, Fault, FaultParams
-from fixos.injector.conflicts import OWN, UP, Claim
-from fixos.shells.base import Shell
+from ..core.errors import InvalidEpisode
+from ..core.models import Outcome
+from ..shells.base import Shell
+from .base import FAULTS, Fault, FaultParams
+from .conflicts import OWN, UP, Claim
 
 DB_PORT = 3306
 CAP_NET_ADMIN = 12

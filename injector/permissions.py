@@ -7,11 +7,11 @@ import shlex
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from fixos.core.models import Outcome
-from fixos.injector.base import FAULTS, Fault, FaultParams
-from fixos.injector.config import MARIADB_TRY_START
-from fixos.injector.service import stop_service
-from fixos.shells.base import Shell
+from ..core.models import Outcome
+from ..shells.base import Shell
+from .base import FAULTS, Fault, FaultParams
+from .config import MARIADB_TRY_START
+from .service import stop_service
 
 VARIANTS = {
     "web_root": [

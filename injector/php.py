@@ -14,13 +14,13 @@ import shlex
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from fixos.core.errors import InvalidEpisode
-from fixos.core.models import Outcome
-from fixos.core.words import word
-from fixos.injector.base import FAULTS, Fault, FaultParams
-from fixos.injector.limits import sed_regex, sed_text
-from fixos.injector.service import stop_service
-from fixos.shells.base import Shell
+from ..core.errors import InvalidEpisode
+from ..core.models import Outcome
+from ..core.words import word
+from ..shells.base import Shell
+from .base import FAULTS, Fault, FaultParams
+from .limits import sed_regex, sed_text
+from .service import stop_service
 
 POOL = "/etc/php/8.2/fpm/pool.d/www.conf"
 SPLIT_POOL = "/etc/php/8.2/fpm/pool.d/shop.conf"

@@ -15,13 +15,13 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from fixos.core.models import Outcome
-from fixos.core.words import word, words
-from fixos.injector.base import FAULTS, Fault, FaultParams, PidWord, plain_pid
-from fixos.injector.edit import install_script, spawn_with_pid
-from fixos.injector.service import stop_service
-from fixos.shells.base import Shell
-from fixos.shells.probes import sample_cpu
+from ..core.models import Outcome
+from ..core.words import word, words
+from ..shells.base import Shell
+from ..shells.probes import sample_cpu
+from .base import FAULTS, Fault, FaultParams, PidWord, plain_pid
+from .edit import install_script, spawn_with_pid
+from .service import stop_service
 
 INNOCENT_PROGRAMS = {
     "/opt/nodewatch/bin/metrics-agent",

@@ -17,12 +17,12 @@ import shlex
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from fixos.core.errors import InvalidEpisode
-from fixos.core.models import Outcome
-from fixos.core.words import word
-from fixos.injector.base import FAULTS, Fault, FaultParams
-from fixos.injector.conflicts import DOWN, OWN, Claim
-from fixos.shells.base import Shell
+from ..core.errors import InvalidEpisode
+from ..core.models import Outcome
+from ..core.words import word
+from ..shells.base import Shell
+from .base import FAULTS, Fault, FaultParams
+from .conflicts import DOWN, OWN, Claim
 
 # What the job does each round, and the shell test (true when broken) for it.
 DAMAGE = {

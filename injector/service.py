@@ -6,9 +6,9 @@ import random
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from fixos.core.models import Outcome
-from fixos.injector.base import FAULTS, Fault, FaultParams
-from fixos.shells.base import Shell
+from ..core.models import Outcome
+from ..shells.base import Shell
+from .base import FAULTS, Fault, FaultParams
 
 ServiceName = Literal["nginx", "mariadb", "php8.2-fpm", "ssh"]
 

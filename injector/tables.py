@@ -19,12 +19,12 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from fixos.core.errors import InvalidEpisode
-from fixos.core.models import Outcome
-from fixos.injector.base import FAULTS, Fault, FaultParams
-from fixos.injector.conflicts import OWN, UP, Claim
-from fixos.injector.service import stop_service
-from fixos.shells.base import Shell
+from ..core.errors import InvalidEpisode
+from ..core.models import Outcome
+from ..shells.base import Shell
+from .base import FAULTS, Fault, FaultParams
+from .conflicts import OWN, UP, Claim
+from .service import stop_service
 
 DATADIR = "/var/lib/mysql"
 CRASHED = "is marked as crashed and should be repaired"

@@ -19,13 +19,13 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from fixos.core.models import Outcome
-from fixos.core.words import word
-from fixos.injector.base import FAULTS, Fault, PidWord, plain_pid
-from fixos.injector.config import NGINX_SITE
-from fixos.injector.edit import replace_command, replace_in_file
-from fixos.injector.service import stop_service
-from fixos.shells.base import Shell
+from ..core.models import Outcome
+from ..core.words import word
+from ..shells.base import Shell
+from .base import FAULTS, Fault, PidWord, plain_pid
+from .config import NGINX_SITE
+from .edit import replace_command, replace_in_file
+from .service import stop_service
 
 SITE_NAME = "shop.tidewater.test"
 STAGING_NAME = "staging.tidewater.test"

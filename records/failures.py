@@ -17,7 +17,7 @@ import docker.errors
 import requests.exceptions
 from pydantic import BaseModel, ConfigDict, Field
 
-from fixos.core.errors import (
+from ..core.errors import (
     EngineError,
     InvalidEpisode,
     ShellError,
@@ -25,7 +25,7 @@ from fixos.core.errors import (
     StackError,
     UnhealthyHost,
 )
-from fixos.core.models import ScriptFailure
+from ..core.models import ScriptFailure
 
 
 class EpisodeStatus(StrEnum):

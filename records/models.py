@@ -9,9 +9,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fixos.core.models import InjectedFault, Step, Verdict
-from fixos.records.failures import EpisodeStatus, Failure
-from fixos.records.saved import Saved
+from ..core.models import InjectedFault, Step, Verdict
+from .failures import EpisodeStatus, Failure
+from .saved import Saved
 
 
 class Timings(BaseModel):

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fixos.records.models import EpisodeRecord
-from fixos.records.saved import write_model
-from fixos.records.summary import Stats, Summary, summarize
+from .models import EpisodeRecord
+from .saved import write_model
+from .summary import Stats, Summary, summarize
 
 
 def junit_xml(run_id: str, records: Sequence[EpisodeRecord]) -> str:

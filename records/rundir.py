@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from fixos.core.models import Step
-from fixos.records.models import EpisodeRecord, FaultsFile, RewardFile, StepLine
-from fixos.records.saved import append_line, read_lines, read_model, write_lines, write_model
+from ..core.models import Step
+from .models import EpisodeRecord, FaultsFile, RewardFile, StepLine
+from .saved import append_line, read_lines, read_model, write_lines, write_model
 
 TRANSCRIPT = "transcript.jsonl"
 REWARD = "reward.json"

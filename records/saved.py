@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
-from fixos.core.errors import RecordError
+from ..core.errors import RecordError
 
 M = TypeVar("M", bound="Saved")
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fixos.records.failures import FailureKind
-from fixos.records.models import EpisodeRecord
-from fixos.records.saved import Saved, read_model
+from .failures import FailureKind
+from .models import EpisodeRecord
+from .saved import Saved, read_model
 
 DIFFICULTIES = ("easy", "medium", "hard")
 

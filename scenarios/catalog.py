@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fixos.core.errors import FixOSError, ScenarioError
-from fixos.injector import FAULTS
-from fixos.scenarios.schema import SCENARIO_DIR, Scenario, load_scenario
-from fixos.verifier import CHECKS
+from ..core.errors import FixOSError, ScenarioError
+from ..injector import FAULTS
+from ..verifier import CHECKS
+from .schema import SCENARIO_DIR, Scenario, load_scenario
 
 DIFFICULTIES = ("easy", "medium", "hard")
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from fixos.core.registry import Registry
-from fixos.injector import FAULTS, Fault
-from fixos.scenarios.schema import CheckSpec, Scenario
-from fixos.scenarios.steady import STEADY_PREFIX
-from fixos.verifier import CHECKS
+from ..core.registry import Registry
+from ..injector import FAULTS, Fault
+from ..verifier import CHECKS
+from .schema import CheckSpec, Scenario
+from .steady import STEADY_PREFIX
 
 
 def first_sentence(doc: str | None) -> str:

@@ -20,11 +20,11 @@ from pydantic import (
     model_validator,
 )
 
-from fixos.core.errors import ScenarioError, UnknownTypeError
-from fixos.injector.conflicts import first_conflict
-from fixos.scenarios.reading import FileProblem, read_yaml, shown
-from fixos.scenarios.solution import POSITIONAL, Template, check_template, default_names
-from fixos.scenarios.steady import STEADY_PREFIX, steady_entries
+from ..core.errors import ScenarioError, UnknownTypeError
+from ..injector.conflicts import first_conflict
+from .reading import FileProblem, read_yaml, shown
+from .solution import POSITIONAL, Template, check_template, default_names
+from .steady import STEADY_PREFIX, steady_entries
 
 # The shipped scenarios are package data beside this module; FIXOS_SCENARIO_DIR
 # (or --scenario-dir) points elsewhere.

@@ -18,11 +18,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fixos.core.errors import InvalidEpisode
-from fixos.core.models import InjectedFault
-from fixos.core.registry import Registry
-from fixos.core.words import Verbatim, word
-from fixos.injector import FAULTS, Fault
+from ..core.errors import InvalidEpisode
+from ..core.models import InjectedFault
+from ..core.registry import Registry
+from ..core.words import Verbatim, word
+from ..injector import FAULTS, Fault
 
 __all__ = ["Template", "Verbatim", "check_template", "default_names", "render"]
 

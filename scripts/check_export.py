@@ -18,7 +18,6 @@ from pathlib import Path
 from rich.table import Table
 
 from fixos.cli.common import parse_seeds
-from fixos.console import make_console
 from fixos.exporter import export_harbor
 from fixos.exporter.trial import build, run_trial
 from fixos.scenarios.catalog import load_catalog, select
@@ -27,6 +26,7 @@ from fixos.stack.hosts import LABEL_RUN
 from fixos.stack.images import ensure_base, ensure_image
 from fixos.stack.leftovers import remove_labelled
 from fixos.stack.sources import pip_build_options
+from fixos.views.console import make_console
 
 ROOT = Path(__file__).resolve().parent.parent
 

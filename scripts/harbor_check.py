@@ -38,12 +38,12 @@ from harbor_env import (
 )
 from rich.table import Table
 
-from fixos.console import make_console
 from fixos.exporter import export_harbor
 from fixos.scenarios.catalog import load_catalog
 from fixos.stack.engine import connect
 from fixos.stack.images import ensure_base, ensure_image
 from fixos.stack.leftovers import remove_labelled
+from fixos.views.console import make_console
 
 FAMILIES = {
     "single": "easy_1",

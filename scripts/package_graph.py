@@ -23,21 +23,36 @@ ROOT = Path(__file__).resolve().parent.parent
 BASE = ["fixos.core"]
 STAGES = [
     "fixos.shells",
-    "fixos.scenarios",
-    "fixos.stack",
     "fixos.injector",
     "fixos.verifier",
     "fixos.agents",
     "fixos.records",
+    "fixos.scenarios",
+    "fixos.stack",
 ]
-ORCHESTRATION = ["fixos", "fixos.cli", "fixos.server", "fixos.exporter"]
-"""``fixos`` is the top-level modules (episodes, phases, bench, api, validate, view)."""
+ORCHESTRATION = [
+    "fixos.episodes",
+    "fixos.bench",
+    "fixos.views",
+    "fixos.training",
+    "fixos.server",
+    "fixos.exporter",
+    "fixos.cli",
+    "fixos",
+]
+"""Each list runs from the bottom up: a room imports only rooms before it (``fixos`` itself,
+the public API, is the top). ``fixos.images`` holds data and imports nothing."""
+
+
+def floors() -> list[str]:
+    """Every layered room, bottom first."""
+    return [*BASE, *STAGES, *ORCHESTRATION]
 
 
 @dataclass(frozen=True)
 class Import:
     importer: str
-    """the importing module, e.g. fixos.episodes"""
+    """the importing module, e.g. fixos.episodes.episode"""
     imported: str
     """the imported module (or the package an imported name lives in)"""
     file: str

@@ -16,15 +16,15 @@ from pathlib import Path
 
 from rich.table import Table
 
-from fixos.bench import Bench, Plan
-from fixos.console import make_console
-from fixos.episodes import Episode, new_run_id
+from fixos.bench.local import Bench, Plan
+from fixos.episodes.episode import Episode, new_run_id
 from fixos.records.rundir import RunDir
 from fixos.scenarios.catalog import load_catalog
 from fixos.stack.engine import Engine, connect
 from fixos.stack.images import ensure_image
 from fixos.stack.leftovers import remove_labelled
 from fixos.stack.pool import HostPool
+from fixos.views.console import make_console
 
 ROOT = Path(__file__).resolve().parent.parent
 

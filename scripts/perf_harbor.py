@@ -24,15 +24,15 @@ from pathlib import Path
 
 from harbor_env import ROOT, ensure_harbor, harbor_env, run_job
 
-from fixos.bench import Bench, Plan
-from fixos.console import make_console
-from fixos.episodes import new_run_id
+from fixos.bench.local import Bench, Plan
+from fixos.episodes.episode import new_run_id
 from fixos.exporter import export_harbor
 from fixos.records.rundir import RunDir
 from fixos.scenarios.catalog import load_catalog
 from fixos.stack.engine import Engine, connect
 from fixos.stack.images import ensure_base, ensure_image
 from fixos.stack.leftovers import remove_labelled
+from fixos.views.console import make_console
 
 SCENARIO = "easy_1"
 _TICK = os.sysconf("SC_CLK_TCK")

@@ -1,5 +1,5 @@
 """Ray bench throughput on 1 node and on 2 nodes (a benchmark, not a test): the same oracle
-episodes run with ``fixos bench --ray``'s RayBench over a local cluster (fixos/ray_local.py):
+episodes run with ``fixos bench --ray``'s RayBench over a local cluster (bench/ray_cluster.py):
 
 1. the head alone (this machine's engine, 2 slots);
 2. the head and a second node inside scripts/netns-engine's netns (its own engine, 2 slots);
@@ -26,10 +26,10 @@ import sys
 import time
 from pathlib import Path
 
-from fixos.bench import Plan
-from fixos.episodes import new_run_id
-from fixos.ray_bench import RayBench
-from fixos.ray_local import QUIET, LocalCluster, free_port
+from fixos.bench.local import Plan
+from fixos.bench.on_ray import RayBench
+from fixos.bench.ray_cluster import QUIET, LocalCluster, free_port
+from fixos.episodes.episode import new_run_id
 from fixos.records.rundir import RunDir
 from fixos.scenarios.catalog import load_catalog
 from fixos.stack.engine import connect

@@ -1,6 +1,6 @@
 """FixOS served over OpenEnv: typed models, the Environment on live hosts, the app and its client."""
 
-from fixos.server.client import FixOSEnv
-from fixos.server.models import FixOSAction, FixOSObservation, FixOSState
+from .client import FixOSEnv
+from .models import FixOSAction, FixOSObservation, FixOSState
 
 __all__ = ["FixOSAction", "FixOSEnv", "FixOSObservation", "FixOSState"]

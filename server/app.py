@@ -36,11 +36,11 @@ from openenv.core.env_server.serialization import deserialize_action, serialize_
 from openenv.core.env_server.types import ConcurrencyConfig
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from fixos.core.errors import FixOSError
-from fixos.server.context import BadRequest, ServerContext, SessionExpired
-from fixos.server.environment import FixOSEnvironment
-from fixos.server.models import FixOSAction, FixOSObservation, FixOSState
-from fixos.server.prepared import MOST_ANNOUNCED
+from ..core.errors import FixOSError
+from .context import BadRequest, ServerContext, SessionExpired
+from .environment import FixOSEnvironment
+from .models import FixOSAction, FixOSObservation, FixOSState
+from .prepared import MOST_ANNOUNCED
 
 DEFAULT_PORT = 8000
 DEFAULT_MAX_SESSIONS = 8

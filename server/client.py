@@ -16,7 +16,7 @@ from typing import Any
 from openenv.core import EnvClient
 from openenv.core.client_types import StepResult
 
-from fixos.server.models import FixOSAction, FixOSObservation, FixOSState
+from .models import FixOSAction, FixOSObservation, FixOSState
 
 
 class FixOSEnv(EnvClient[FixOSAction, FixOSObservation, FixOSState]):

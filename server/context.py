@@ -11,18 +11,18 @@ from typing import TYPE_CHECKING
 
 import docker
 
-from fixos.core.errors import FixOSError
-from fixos.episodes import Episode, new_run_id
-from fixos.scenarios.catalog import load_catalog
-from fixos.scenarios.schema import Scenario
-from fixos.server.prepared import Prepared, Ready
-from fixos.stack.engine import connect
-from fixos.stack.images import ensure_image
-from fixos.stack.leftovers import remove_labelled
-from fixos.stack.pool import HostPool, shape_of
+from ..core.errors import FixOSError
+from ..episodes.episode import Episode, new_run_id
+from ..scenarios.catalog import load_catalog
+from ..scenarios.schema import Scenario
+from ..stack.engine import connect
+from ..stack.images import ensure_image
+from ..stack.leftovers import remove_labelled
+from ..stack.pool import HostPool, shape_of
+from .prepared import Prepared, Ready
 
 if TYPE_CHECKING:
-    from fixos.server.environment import FixOSEnvironment
+    from .environment import FixOSEnvironment
 
 DEFAULT_STEP_SECONDS = 40.0
 """a command's limit in a step unless the server is told otherwise: OpenEnv's generic client
@@ -151,7 +151,7 @@ class ServerContext:
         with self._lock:
             if self._prepared is None:
                 # imported here: the environment module imports this one
-                from fixos.server.environment import first_look
+                from .environment import first_look
 
                 self._prepared = Prepared(
                     self.open_episode, first_look, ahead=self.prepare_ahead, log=self._log

@@ -1,4 +1,4 @@
-"""The OpenEnv Environment on live FixOS hosts: one ``fixos.episodes.Episode`` per reset.
+"""The OpenEnv Environment on live FixOS hosts: one ``fixos.episodes.episode.Episode`` per reset.
 
 No container exists before ``reset()``; ``close()`` (and a new ``reset()``) removes the
 episode's containers. Everything the sessions share lives in one ``ServerContext``.
@@ -19,17 +19,17 @@ from typing import Any
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
-from fixos.core.errors import BudgetExhausted, ShellError
-from fixos.core.models import CommandResult, Verdict
-from fixos.episodes import Episode
-from fixos.scenarios.schema import Scenario
-from fixos.server.context import BadRequest, NoEpisode, ServerContext, SessionExpired
-from fixos.server.hostview import HostView
-from fixos.server.models import DONE_COMMAND, FixOSAction, FixOSObservation, FixOSState
-from fixos.server.monitor import Monitor
-from fixos.server.prepared import Ready, prepared_episode_id
-from fixos.server.rewards import step_reward
-from fixos.shells.recording import RecordingShell
+from ..core.errors import BudgetExhausted, ShellError
+from ..core.models import CommandResult, Verdict
+from ..episodes.episode import Episode
+from ..scenarios.schema import Scenario
+from ..shells.recording import RecordingShell
+from .context import BadRequest, NoEpisode, ServerContext, SessionExpired
+from .hostview import HostView
+from .models import DONE_COMMAND, FixOSAction, FixOSObservation, FixOSState
+from .monitor import Monitor
+from .prepared import Ready, prepared_episode_id
+from .rewards import step_reward
 
 __all__ = ["BadRequest", "FixOSEnvironment", "NoEpisode", "ServerContext", "SessionExpired", "progress"]
 

@@ -11,7 +11,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from fixos.server.models import DiskInfo, ProcessInfo, ServiceInfo
+from .models import DiskInfo, ProcessInfo, ServiceInfo
 
 MOUNTS = ("/", "/var/log")
 HIGH_CPU = 30.0

@@ -21,11 +21,11 @@ import os
 import time
 from collections.abc import Sequence
 
-from fixos.core.errors import ShellError, StackError
-from fixos.server.hostview import MOUNTS, HostView, parse, probe_script
-from fixos.stack.host_files import HostFiles, open_in_root
-from fixos.stack.hosts import LiveHost
-from fixos.verifier.vantage import SERVICE_DAEMONS
+from ..core.errors import ShellError, StackError
+from ..stack.host_files import HostFiles, open_in_root
+from ..stack.hosts import LiveHost
+from ..verifier.vantage import SERVICE_DAEMONS
+from .hostview import MOUNTS, HostView, parse, probe_script
 
 PROBE_TIMEOUT = 10.0
 FIRST_SAMPLE = 0.5

@@ -24,10 +24,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fixos.episodes import Episode
-from fixos.scenarios.schema import Scenario
-from fixos.server.hostview import HostView
-from fixos.server.monitor import Monitor
+from ..episodes.episode import Episode
+from ..scenarios.schema import Scenario
+from .hostview import HostView
+from .monitor import Monitor
 
 MOST_ANNOUNCED = 10_000
 """rows waiting to be prepared at most: an announcement past it is refused, not trimmed."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from fixos.server.hostview import HostView
+from .hostview import HostView
 
 TABLE: dict[str, float] = {
     "explore": 0.1,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from fixos.core.models import CommandResult
+from ..core.models import CommandResult
 
 DEFAULT_TIMEOUT = 30.0
 """seconds a command may run before it is killed; the session survives."""

@@ -17,8 +17,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from fixos.core.readiness import readable
-from fixos.shells.session import SESSION_COMMAND, BashSession
+from ..core.readiness import readable
+from .session import SESSION_COMMAND, BashSession
 
 
 class ExecShell(BashSession):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from fixos.core.models import CommandResult
+from ..core.models import CommandResult
 
 Handler = Callable[[str], tuple[str, int] | str]
 

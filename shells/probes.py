@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from fixos.shells.base import Shell
+from .base import Shell
 
 # Every process's CPU demand over half a second, one "pid comm percent-of-a-core"
 # line each, from two samples of /proc (no top needed, no terminal either).

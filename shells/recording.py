@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 
-from fixos.core.errors import BudgetExhausted, ShellError
-from fixos.core.models import CommandResult, Step
-from fixos.shells.base import Shell
-from fixos.shells.stopping import check_stop
+from ..core.errors import BudgetExhausted, ShellError
+from ..core.models import CommandResult, Step
+from .base import Shell
+from .stopping import check_stop
 
 SESSION_LOST_EXIT_CODE = -1
 """a step's exit code when its command broke the session itself (no exit status came back)."""

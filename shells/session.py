@@ -20,9 +20,9 @@ import secrets
 import threading
 import time
 
-from fixos.core.errors import ShellError
-from fixos.core.models import CommandResult
-from fixos.shells.base import (
+from ..core.errors import ShellError
+from ..core.models import CommandResult
+from .base import (
     DEFAULT_TIMEOUT,
     OUTPUT_LIMIT,
     TIMEOUT_EXIT_CODE,

@@ -12,9 +12,9 @@ from typing import Any
 
 import paramiko
 
-from fixos.core.errors import ShellError
-from fixos.core.readiness import readable
-from fixos.shells.session import SESSION_COMMAND, BashSession
+from ..core.errors import ShellError
+from ..core.readiness import readable
+from .session import SESSION_COMMAND, BashSession
 
 CONNECT_TIMEOUT = 10.0
 

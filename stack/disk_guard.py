@@ -11,7 +11,7 @@ Two ways, chosen once per engine (``disk_mode``):
   inside the host with EFBIG; and a ``DiskWatch`` measures the writable layers
   and kills a host that passes its bound, many small files or
   ``fallocate --keep-size`` included. A killed host is the agent's doing
-  (fixos/blame.py: a stopped container while the engine answers): its session
+  (episodes/blame.py: a stopped container while the engine answers): its session
   ends and the verdict scores it.
 """
 

@@ -12,7 +12,7 @@ from docker.errors import DockerException
 from docker.utils import kwargs_from_env
 from requests import RequestException
 
-from fixos.core.errors import EngineError
+from ..core.errors import EngineError
 
 SSH_POOL_SIZE = 32  # idle connections kept per ssh:// engine (docker-py's 10 is less than -j 4 uses)
 

@@ -38,8 +38,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-from fixos.stack import sockdiag
-from fixos.stack.host_files import open_in_root
+from . import sockdiag
+from .host_files import open_in_root
 
 SETTLING_NS = 50_000_000
 """an entry changed this recently (50 ms, more than a few ticks of the kernel's coarse

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import docker
 from docker.errors import DockerException
 
-from fixos.stack.overlay import Layers, local_layers
+from .overlay import Layers, local_layers
 
 SYS_OPENAT2 = 437
 """the same number on every architecture Linux gained it on (5.6)."""

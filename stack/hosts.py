@@ -21,23 +21,23 @@ import docker
 import paramiko
 from docker.errors import APIError, DockerException, NotFound
 
-from fixos.core.errors import StackError
-from fixos.core.models import CommandResult, HostHandle, HttpResponse
-from fixos.scenarios.schema import HostSpec
-from fixos.shells.base import Shell
-from fixos.shells.exec import ExecShell
-from fixos.shells.ssh import SshShell, new_key, public_line
-from fixos.stack.disk_guard import DiskWatch, bounds_of, disk_mode, host_storage_opt, host_ulimits
-from fixos.stack.facts import HostFacts
-from fixos.stack.host_files import HostFiles, LocalView, local_view
-from fixos.stack.names import container_name, owner_label
-from fixos.stack.networks import create_network
-from fixos.stack.overlay import overlay_changes
-from fixos.stack.programs import run_program
-from fixos.stack.roles import ROLE_PROBES, install_peer_key, role_environment
-from fixos.stack.tls import EPISODE_VALIDITY, Validity
-from fixos.stack.tls import install as install_tls
-from fixos.stack.tunnel import Direct, http_get, reach
+from ..core.errors import StackError
+from ..core.models import CommandResult, HostHandle, HttpResponse
+from ..scenarios.schema import HostSpec
+from ..shells.base import Shell
+from ..shells.exec import ExecShell
+from ..shells.ssh import SshShell, new_key, public_line
+from .disk_guard import DiskWatch, bounds_of, disk_mode, host_storage_opt, host_ulimits
+from .facts import HostFacts
+from .host_files import HostFiles, LocalView, local_view
+from .names import container_name, owner_label
+from .networks import create_network
+from .overlay import overlay_changes
+from .programs import run_program
+from .roles import ROLE_PROBES, install_peer_key, role_environment
+from .tls import EPISODE_VALIDITY, Validity
+from .tls import install as install_tls
+from .tunnel import Direct, http_get, reach
 
 LABEL_RUN = "fixos.run"
 LABEL_OWNER = "fixos.owner"

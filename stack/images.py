@@ -20,8 +20,8 @@ from pathlib import Path, PurePosixPath
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound
 
-from fixos.core.errors import EngineError
-from fixos.stack.sources import debian_mirror
+from ..core.errors import EngineError
+from .sources import debian_mirror
 
 # Build contexts ship as the package data of fixos.images; FIXOS_IMAGES_DIR points elsewhere.
 IMAGES_DIR = Path(os.environ.get("FIXOS_IMAGES_DIR") or Path(__file__).resolve().parent.parent / "images")

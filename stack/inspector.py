@@ -34,12 +34,12 @@ from typing import Any
 import docker
 from docker.errors import APIError, DockerException, NotFound
 
-from fixos.core.errors import StackError
-from fixos.shells.exec import ExecShell
-from fixos.stack.hosts import LABEL_EPISODE, LABEL_OWNER, LABEL_RUN, LiveHost
-from fixos.stack.images import Say, ensure_image
-from fixos.stack.names import owner_label
-from fixos.verifier import vantage
+from ..core.errors import StackError
+from ..shells.exec import ExecShell
+from ..verifier import vantage
+from .hosts import LABEL_EPISODE, LABEL_OWNER, LABEL_RUN, LiveHost
+from .images import Say, ensure_image
+from .names import owner_label
 
 IMAGE_NAME = "inspector"
 LABEL_ROLE = "fixos.role"

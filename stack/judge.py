@@ -16,7 +16,7 @@ What root inside a host can and cannot do (the same as to an inspector, less):
   engine's PID namespace, outside every host's.
 - it sees the processes of a session while that session judges it, and can kill
   them. The judgement then fails closed: every check of that host fails, and the
-  episode is scored (``fixos.inspection``).
+  episode is scored (``fixos.episodes.inspection``).
 - it cannot reach into a session. Hosts have no ``CAP_SYS_PTRACE`` (the scenario
   schema allows ``NET_ADMIN`` only), and a session holds capabilities the host's
   root lacks, so ``/proc/<pid>/root``, ``mem`` and ``fd`` of a session are closed
@@ -56,10 +56,10 @@ from typing import Any
 import docker
 from docker.errors import APIError, DockerException, NotFound
 
-from fixos.core.errors import ShellError, StackError
-from fixos.shells.exec import ExecShell
-from fixos.stack.hosts import LABEL_OWNER, LABEL_RUN, LiveHost
-from fixos.stack.names import owner_label
+from ..core.errors import ShellError, StackError
+from ..shells.exec import ExecShell
+from .hosts import LABEL_OWNER, LABEL_RUN, LiveHost
+from .names import owner_label
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ class JudgeLimits:
     pids: int = 16384
     memory_mb: int = 8192
     """64 OpenEnv sessions of three hosts, each with up to three kept sessions per host
-    (``fixos.inspection.SessionPool``) and a dozen probes at once: room for every session's
+    (``fixos.episodes.inspection.SessionPool``) and a dozen probes at once: room for every session's
     unshare, bash and tools (about 10 MiB and 15 processes per host and session). A limit,
     not a reservation."""
     cpus: float = 2.0

@@ -10,9 +10,9 @@ import time
 import docker
 from docker.errors import APIError, NotFound
 
-from fixos.core.errors import StackError
-from fixos.stack.hosts import LABEL_OWNER, LABEL_RUN
-from fixos.stack.names import owner_alive
+from ..core.errors import StackError
+from .hosts import LABEL_OWNER, LABEL_RUN
+from .names import owner_alive
 
 
 def remove_labelled(client: docker.DockerClient, *, run_id: str | None = None) -> int:

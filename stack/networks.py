@@ -21,7 +21,7 @@ import docker
 from docker.errors import APIError
 from docker.types import IPAMConfig, IPAMPool
 
-from fixos.core.errors import StackError
+from ..core.errors import StackError
 
 DEFAULT_RANGE = "10.213.0.0/16"
 SUBNET_PREFIX = 24

@@ -20,11 +20,11 @@ from collections.abc import Callable, Iterator, Sequence
 
 import docker
 
-from fixos.core.errors import StackError
-from fixos.scenarios.schema import HostSpec
-from fixos.shells.stopping import check_stop
-from fixos.stack.hosts import BOOT_TIMEOUT, Stack
-from fixos.stack.judge import Judge
+from ..core.errors import StackError
+from ..scenarios.schema import HostSpec
+from ..shells.stopping import check_stop
+from .hosts import BOOT_TIMEOUT, Stack
+from .judge import Judge
 
 STOP_POLL = 0.25
 """seconds between looks at the bench's stop while a take waits for a spare."""

@@ -18,9 +18,9 @@ from typing import Any
 
 from docker.errors import DockerException
 
-from fixos.core.models import CommandResult
-from fixos.core.readiness import readable
-from fixos.shells.base import TIMEOUT_EXIT_CODE
+from ..core.models import CommandResult
+from ..core.readiness import readable
+from ..shells.base import TIMEOUT_EXIT_CODE
 
 OUTPUT_LIMIT = 16 * 1024
 

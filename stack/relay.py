@@ -31,7 +31,7 @@ from typing import Any
 
 from docker.errors import DockerException
 
-from fixos.core.readiness import readable
+from ..core.readiness import readable
 
 OPEN, DATA, CLOSE = 1, 2, 3
 HEADER = struct.Struct(">IBI")

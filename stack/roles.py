@@ -11,9 +11,9 @@ import shlex
 
 import paramiko
 
-from fixos.core.errors import StackError
-from fixos.scenarios.schema import HostSpec
-from fixos.shells.base import Shell
+from ..core.errors import StackError
+from ..scenarios.schema import HostSpec
+from ..shells.base import Shell
 
 ROLE_PROBES = {
     # nginx on the web host passes PHP here, over the episode's network.

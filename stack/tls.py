@@ -25,8 +25,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from fixos.core.errors import StackError
-from fixos.shells.base import Shell
+from ..core.errors import StackError
+from ..shells.base import Shell
 
 SITE_NAME = "shop.tidewater.test"
 STAGING_NAME = "staging.tidewater.test"

@@ -41,9 +41,9 @@ from urllib.parse import urlsplit
 import docker
 from docker.errors import DockerException, NotFound
 
-from fixos.core.errors import StackError
-from fixos.core.models import HostHandle, HttpResponse
-from fixos.stack.relay import RelaySession
+from ..core.errors import StackError
+from ..core.models import HostHandle, HttpResponse
+from .relay import RelaySession
 
 RELAY_ROLE = "relay"
 

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 import docker
 
-from fixos.bench import Events
+from fixos.bench.local import Events
 from fixos.stack.hosts import LABEL_OWNER, LABEL_RUN
 
 T = TypeVar("T")

@@ -20,8 +20,8 @@ from collections.abc import Iterator
 import docker
 import pytest
 
-from fixos.adversaries import LEGITIMATE, MAX_REWARD, Case, cases, holds, sweep
 from fixos.agents.adversarial import STRATEGIES
+from fixos.bench.adversaries import LEGITIMATE, MAX_REWARD, Case, cases, holds, sweep
 from fixos.records.models import EpisodeRecord
 from fixos.scenarios.catalog import load_catalog
 from fixos.stack.leftovers import remove_labelled

@@ -1,5 +1,5 @@
 """What the agent does to its host or its own shell is scored, never invalid
-(``fixos.blame``, the failure table): killing its shell, removing bash, a fork
+(``fixos.episodes.blame``, the failure table): killing its shell, removing bash, a fork
 bomb, a full disk, halting the host, over docker exec and over SSH. The
 transcript keeps the command that broke things; the bomb dies at teardown.
 Only the engine's own evidence (it does not answer, a host is gone from it)
@@ -12,9 +12,9 @@ import pytest
 from docker.errors import DockerException, NotFound
 
 from fixos.agents import Task
-from fixos.blame import harness_evidence
 from fixos.core.errors import ShellError
-from fixos.episodes import run_episode
+from fixos.episodes.blame import harness_evidence
+from fixos.episodes.episode import run_episode
 from fixos.records.failures import FAILURES, AtFault, EpisodeStatus, FailureKind, agent_failure
 from fixos.scenarios.catalog import load_catalog
 from fixos.shells.base import Shell

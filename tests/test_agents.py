@@ -21,7 +21,7 @@ from rich.console import Console
 import fixos
 from fixos.agents.llm import LlmAgent, LlmError, command_of
 from fixos.cli.main import main
-from fixos.episodes import run_episode
+from fixos.episodes.episode import run_episode
 from fixos.injector.families import families_of
 from fixos.records.models import EpisodeRecord
 from fixos.scenarios.catalog import load_catalog

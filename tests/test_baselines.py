@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fixos.episodes import Episode
+from fixos.episodes.episode import Episode
 from fixos.records.baselines import BaselineStore, baseline_key, code_digest, folders_digest
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.solution import render

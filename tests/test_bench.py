@@ -14,7 +14,7 @@ import pytest
 from helpers import Watch, containers_owned_by, labelled, start_fixos, wait_for
 from rich.console import Console
 
-from fixos.bench import Bench, Plan, parse_shard
+from fixos.bench.local import Bench, Plan, parse_shard
 from fixos.cli.main import main
 from fixos.core.models import CheckResult, Verdict
 from fixos.records.failures import EpisodeStatus, Failure, FailureKind

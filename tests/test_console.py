@@ -10,8 +10,8 @@ import sys
 
 from rich.table import Table
 
-from fixos.console import NON_TERMINAL_WIDTH, make_console
 from fixos.scenarios.catalog import load_catalog
+from fixos.views.console import NON_TERMINAL_WIDTH, make_console
 
 
 def test_a_long_line_stays_one_line(monkeypatch):

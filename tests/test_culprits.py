@@ -18,7 +18,7 @@ import pytest
 
 from fixos.agents.adversarial import STRATEGIES
 from fixos.core.models import CommandResult, Verdict
-from fixos.episodes import Episode, run_episode
+from fixos.episodes.episode import Episode, run_episode
 from fixos.exporter.pids import PID_OF
 from fixos.injector.disk import HOLDERS
 from fixos.injector.edit import spawn_command

@@ -1,4 +1,4 @@
-"""The final verdict's durability phase (``fixos.durability``): judged as left, every
+"""The final verdict's durability phase (``fixos.episodes.durability``): judged as left, every
 service restarted through its init script, judged again; each service's main process
 held for a window. Unit tests on the combining rules; live tests show a repair that
 lasts only until the next restart, and a restart loop fighting a watchdog, earn nothing,
@@ -15,7 +15,7 @@ import docker
 import pytest
 
 from fixos.core.models import CheckResult, Verdict
-from fixos.durability import (
+from fixos.episodes.durability import (
     AFTER_RESTARTS,
     AS_LEFT,
     STABLE_CHECK,
@@ -28,10 +28,10 @@ from fixos.durability import (
     main_processes,
     stability,
 )
-from fixos.episodes import Episode, run_episode
+from fixos.episodes.episode import Episode, run_episode
+from fixos.episodes.restarts import restart_services
 from fixos.records.models import EpisodeRecord
 from fixos.records.saved import read_lines, write_lines
-from fixos.restarts import restart_services
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.solution import render
 from fixos.stack.hosts import LiveHost

@@ -12,8 +12,8 @@ from helpers import containers_owned_by, labelled, start_fixos, wait_for
 from rich.console import Console
 
 from fixos.cli.main import main
-from fixos.durability import STABLE_CHECK
-from fixos.episodes import Episode, run_episode
+from fixos.episodes.durability import STABLE_CHECK
+from fixos.episodes.episode import Episode, run_episode
 from fixos.records.rundir import RunDir
 from fixos.scenarios.catalog import load_catalog
 from fixos.stack.hosts import LABEL_OWNER, LABEL_RUN
@@ -41,7 +41,7 @@ def test_oracle_solves_and_nop_does_not(client, images, test_run_id, tmp_path, e
     directory = run.write_episode(record, steps)
     written = json.loads((directory / "reward.json").read_text())
     assert written["reward"] == reward
-    # the final verdict adds the durability phase's gate (fixos.durability) to the scenario's checks
+    # the final verdict adds the durability phase's gate (fixos.episodes.durability) to the scenario's checks
     assert {c["name"] for c in written["checks"]} == {c.name for c in easy_1.checks} | {STABLE_CHECK}
     assert all(set(c) == {"name", "passed", "scored", "detail"} for c in written["checks"])
     assert [r.episode_id for r in run.records()] == [record.episode_id]

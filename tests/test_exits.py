@@ -7,7 +7,7 @@ import time
 import pytest
 from helpers import labelled
 
-from fixos.episodes import Episode
+from fixos.episodes.episode import Episode
 from fixos.scenarios.catalog import load_catalog
 from fixos.verifier.exits import dying, dying_on, wait_for_exits
 

@@ -22,10 +22,10 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from fixos.episodes.phases import check_entries
 from fixos.exporter import export_harbor
 from fixos.exporter.tls import EXPORT_VALIDITY, about_https
 from fixos.exporter.trial import build, run_trial
-from fixos.phases import check_entries
 from fixos.scenarios.catalog import load_catalog
 from fixos.stack.hosts import LABEL_RUN
 from fixos.stack.images import ensure_base

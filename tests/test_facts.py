@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from fixos.episodes import Episode
-from fixos.inspection import JudgeSessions
+from fixos.episodes.episode import Episode
+from fixos.episodes.inspection import JudgeSessions
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.solution import render
 from fixos.stack import sockdiag

@@ -12,7 +12,7 @@ from fixos.records.models import EpisodeRecord, Timings
 from fixos.records.report import markdown
 from fixos.records.summary import summarize
 from fixos.scenarios.catalog import load_catalog
-from fixos.view import summary_tables
+from fixos.views.terminal import summary_tables
 
 KNOWN = {"service", "config", "process", "disk", "database", "permissions", "dependency"}
 KNOWN |= {"network", "tls", "host"}

@@ -12,7 +12,7 @@ import docker
 import pytest
 from helpers import wait_for
 
-from fixos.episodes import run_episode
+from fixos.episodes.episode import run_episode
 from fixos.injector import FAULTS
 from fixos.injector.base import fault_rng
 from fixos.scenarios.catalog import load_catalog

@@ -15,11 +15,11 @@ import pytest
 from helpers import labelled, start_fixos
 from rich.console import Console
 
-from fixos import bench as bench_module
+import fixos.bench.local as bench_module
 from fixos.agents.base import Endpoints, Task
 from fixos.agents.external import ExternalAgent
 from fixos.agents.llm import LlmAgent
-from fixos.bench import Bench, Plan
+from fixos.bench.local import Bench, Plan
 from fixos.records.failures import EpisodeStatus, Failure, FailureKind
 from fixos.records.models import EpisodeRecord, Timings
 from fixos.records.rundir import RunDir, read_interrupted
@@ -27,7 +27,7 @@ from fixos.scenarios.catalog import load_catalog
 from fixos.shells.fake import FakeShell
 from fixos.shells.recording import RecordingShell
 from fixos.shells.stopping import stop_requested, watch
-from fixos.view import PlainView, transcript_view
+from fixos.views.terminal import PlainView, transcript_view
 
 STOP_WITHIN = 3.0
 """seconds an agent's wait may outlive the stop."""

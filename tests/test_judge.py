@@ -18,8 +18,8 @@ import docker
 import pytest
 from test_inspector import HOSTILE, host, image, in_host  # noqa: F401  (fixtures)
 
-from fixos.episodes import Episode
-from fixos.inspection import JudgeSessions
+from fixos.episodes.episode import Episode
+from fixos.episodes.inspection import JudgeSessions
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.solution import render
 from fixos.stack import inspector as inspector_module

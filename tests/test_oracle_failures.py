@@ -10,12 +10,12 @@ import pytest
 
 from fixos.agents.base import Task
 from fixos.agents.oracle import OracleAgent, PartialAgent, run_solution
+from fixos.bench.validate import why
 from fixos.core.errors import SolutionFailed
 from fixos.core.models import CheckResult, ScriptFailure, Verdict
 from fixos.records.failures import EpisodeStatus, FailureKind, agent_failure
 from fixos.records.models import EpisodeRecord, Timings
 from fixos.shells.fake import FakeShell
-from fixos.validate import why
 
 
 def bash(command: str) -> tuple[str, int]:

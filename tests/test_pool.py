@@ -8,7 +8,7 @@ import pytest
 from helpers import labelled, wait_for
 
 from fixos.core.errors import FixOSError, StackError
-from fixos.episodes import Episode, run_episode
+from fixos.episodes.episode import Episode, run_episode
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.schema import HostSpec
 from fixos.stack.pool import HostPool

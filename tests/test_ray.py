@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from helpers import labelled, wait_for
 
-from fixos.bench import Plan
+from fixos.bench.local import Plan
+from fixos.bench.on_ray import RayBench
+from fixos.bench.ray_cluster import QUIET, LocalCluster, free_port
 from fixos.core.errors import FixOSError
-from fixos.ray_bench import RayBench
-from fixos.ray_local import QUIET, LocalCluster, free_port
 from fixos.records.rundir import RunDir
 from fixos.scenarios.catalog import load_catalog
 from fixos.stack.engine import connect

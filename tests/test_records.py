@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import fixos.bench as bench_module
-from fixos.bench import Bench, Plan
+import fixos.bench.local as bench_module
+from fixos.bench.local import Bench, Plan
 from fixos.core.errors import (
     EngineError,
     InvalidEpisode,
@@ -20,7 +20,7 @@ from fixos.core.errors import (
     UnhealthyHost,
 )
 from fixos.core.models import CheckResult, InjectedFault, Step, Verdict
-from fixos.episodes import Episode, run_episode
+from fixos.episodes.episode import Episode, run_episode
 from fixos.records import failures
 from fixos.records.failures import (
     FAILURES,

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from helpers import Watch, labelled, wait_for
 
-from fixos.bench import Bench, Plan
+from fixos.bench.local import Bench, Plan
 from fixos.core.errors import EngineError
-from fixos.episodes import run_episode
+from fixos.episodes.episode import run_episode
 from fixos.records.rundir import RunDir
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.schema import HostSpec

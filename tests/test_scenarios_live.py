@@ -16,12 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 import docker
 import pytest
 
-from fixos.episodes import run_episode
+from fixos.bench.validate import EXPECTED, agents_for, meets
+from fixos.episodes.episode import run_episode
 from fixos.records.models import EpisodeRecord
 from fixos.scenarios.catalog import load_catalog
 from fixos.stack.leftovers import remove_labelled
 from fixos.stack.pool import HostPool
-from fixos.validate import EXPECTED, agents_for, meets
 
 CATALOG = load_catalog()
 SEEDS = (1, 2, 3)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fixos.episodes import Episode
+from fixos.episodes.episode import Episode
 from fixos.injector.process import INNOCENT_PROGRAMS
 from fixos.scenarios.catalog import load_catalog
 

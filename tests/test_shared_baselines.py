@@ -12,9 +12,9 @@ from dataclasses import replace
 import pytest
 from helpers import labelled
 
-from fixos.episodes import Episode
-from fixos.inspection import inspected
-from fixos.phases import check_entries
+from fixos.episodes.episode import Episode
+from fixos.episodes.inspection import inspected
+from fixos.episodes.phases import check_entries
 from fixos.scenarios.catalog import load_catalog
 from fixos.stack.pool import HostPool, shape_of
 from fixos.verifier import CheckEntry, judge

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from fixos.agent_shells import AgentShells
 from fixos.agents import Endpoints, Task
 from fixos.agents.external import VERIFY_REQUEST, ExternalAgent
 from fixos.core.errors import FixOSError, ScenarioError
-from fixos.episodes import run_episode
+from fixos.episodes.agent_shells import AgentShells
+from fixos.episodes.episode import run_episode
 from fixos.injector import FAULTS
 from fixos.records.failures import EpisodeStatus
 from fixos.scenarios.catalog import load_catalog

@@ -1,4 +1,4 @@
-"""fixos.trl against TRL's environment_factory contract, without TRL, transformers or torch:
+"""fixos.training.trl against TRL's environment_factory contract, without TRL, transformers or torch:
 no-argument construction, ``reset(**row)`` returning the instruction, ``run`` as the only
 tool (with a docstring that parses the way transformers' ``get_json_schema`` parses it),
 the verifier's score from ``get_reward``, and hosts freed on the next reset, when judged
@@ -18,7 +18,7 @@ from helpers import labelled, wait_for
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.solution import render
 from fixos.stack.leftovers import remove_labelled
-from fixos.trl import FixOSToolEnv, close, reward_func
+from fixos.training.trl import FixOSToolEnv, close, reward_func
 
 CATALOG = load_catalog()
 

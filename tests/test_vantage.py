@@ -15,9 +15,9 @@ import docker
 import pytest
 
 from fixos.core.errors import ShellError
-from fixos.episodes import Episode
-from fixos.inspection import KILLED, failing_disturbed, inspected
-from fixos.phases import check_entries
+from fixos.episodes.episode import Episode
+from fixos.episodes.inspection import KILLED, failing_disturbed, inspected
+from fixos.episodes.phases import check_entries
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.schema import HostSpec
 from fixos.stack.hosts import LiveHost, Stack

@@ -3,7 +3,7 @@
 ``judge`` is the entry point: it judges a set of hosts, healthy, broken or after the agent.
 """
 
-from fixos.verifier.base import CHECKS, Check, HostAccess, Probe
-from fixos.verifier.verify import Baseline, CheckEntry, Judgement, Moment, judge
+from .base import CHECKS, Check, HostAccess, Probe
+from .verify import Baseline, CheckEntry, Judgement, Moment, judge
 
 __all__ = ["CHECKS", "Baseline", "Check", "CheckEntry", "HostAccess", "Judgement", "Moment", "Probe", "judge"]

@@ -11,7 +11,7 @@ from typing import Any
 import testinfra.host
 from testinfra.backend import base
 
-from fixos.shells.base import Shell
+from ..shells.base import Shell
 
 
 class ShellBackend(base.BaseBackend):

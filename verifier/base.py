@@ -11,10 +11,10 @@ from typing import Any, ClassVar, Protocol
 import testinfra.host
 from pydantic import BaseModel, ConfigDict
 
-from fixos.core.models import CommandResult, HttpResponse, Outcome
-from fixos.core.registry import Registry
-from fixos.shells.base import Shell
-from fixos.verifier.vantage import mariadb_command, under
+from ..core.models import CommandResult, HttpResponse, Outcome
+from ..core.registry import Registry
+from ..shells.base import Shell
+from .vantage import mariadb_command, under
 
 SQL_TRIES = 16
 """how often ``Probe.sql`` asks while the server says "Too many connections"."""
@@ -59,7 +59,7 @@ class Probe:
     """False while the harness checks its own set-up: checks skip their waiting."""
     holding: bool = True
     """whether checks wait out their own hold periods when patient (a page that must stay
-    up): a final verdict holds in its last judgement only (``fixos.durability``)."""
+    up): a final verdict holds in its last judgement only (``fixos.episodes.durability``)."""
     root: str = ""
     """where ``shell`` sees the host's filesystem: ``""`` from inside the host (the exported
     verifier), ``/proc/1/root`` from an inspector (``fixos.verifier.vantage``)."""
@@ -164,7 +164,7 @@ CHECKS: Registry[Check] = Registry("check type")
 
 # The check modules register their classes as they load; loading them here means
 # whoever holds CHECKS holds every type. They import this module, hence the end.
-from fixos.verifier import (  # noqa: E402, F401
+from . import (  # noqa: E402, F401
     configuration,
     database,
     files,

@@ -11,8 +11,8 @@ import shlex
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from fixos.shells.base import TIMEOUT_EXIT_CODE
-from fixos.verifier.base import Probe
+from ..shells.base import TIMEOUT_EXIT_CODE
+from .base import Probe
 
 # The same tests as argument vectors, for the engine to run in the host with no shell.
 ARGV = {

@@ -23,9 +23,9 @@ import hashlib
 import shlex
 from typing import Any
 
-from fixos.core.models import Outcome
-from fixos.verifier.base import CHECKS, Check, CheckParams, Facts, Probe
-from fixos.verifier.steady import file_changes
+from ..core.models import Outcome
+from .base import CHECKS, Check, CheckParams, Facts, Probe
+from .steady import file_changes
 
 TREES = (
     "/etc/nginx",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fixos.core.models import Outcome
-from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
+from ..core.models import Outcome
+from .base import CHECKS, Check, CheckParams, Probe
 
 
 @CHECKS.register

@@ -27,8 +27,8 @@ import re
 import time
 from collections.abc import Mapping
 
-from fixos.core.errors import ShellError
-from fixos.shells.base import Shell
+from ..core.errors import ShellError
+from ..shells.base import Shell
 
 # One line per fact, each prefixed by its file: grep -H needs no loop in bash
 # and reads a process that vanishes mid-way as nothing.

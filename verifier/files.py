@@ -6,8 +6,8 @@ import hashlib
 import re
 from typing import Any, Literal
 
-from fixos.core.models import Outcome
-from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
+from ..core.models import Outcome
+from .base import CHECKS, Check, CheckParams, Probe
 
 _TOKEN = re.compile(rb"[{};]|[^\s{};]+")
 # `#` comments anywhere (nginx, my.cnf); `;` comments only as a whole line (ini),

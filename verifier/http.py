@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import Field
 
-from fixos.core.models import HttpResponse, Outcome
-from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
+from ..core.models import HttpResponse, Outcome
+from .base import CHECKS, Check, CheckParams, Probe
 
 FIRST_WAIT = 5.0
 SECOND_WAIT = 10.0
@@ -80,7 +80,7 @@ class HttpPage(Check):
         contains: str | None = None
         hold_seconds: float = Field(default=0, ge=0, le=60)
         """ask again after this long: the page must stay up, not just be up (in the final
-        verdict's last judgement, after the restarts: ``fixos.durability``)."""
+        verdict's last judgement, after the restarts: ``fixos.episodes.durability``)."""
 
     def snapshot(self, probe: Probe) -> Any:
         resp = get_page(probe, self.params.port, self.params.path)

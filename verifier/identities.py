@@ -18,9 +18,9 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from fixos.core.models import Outcome
-from fixos.verifier.base import CHECKS, Check, CheckParams, Facts, Probe
-from fixos.verifier.steady import file_changes
+from ..core.models import Outcome
+from .base import CHECKS, Check, CheckParams, Facts, Probe
+from .steady import file_changes
 
 HOST_KEYS = "ssh_host_*"
 _FIND = (

@@ -14,10 +14,10 @@ from typing import Any
 
 from pydantic import Field
 
-from fixos.core.models import Outcome
-from fixos.verifier.base import CHECKS, Check, CheckParams, Facts, Probe
-from fixos.verifier.config_tests import ARGV, CONFIG_NAMES, CONFIG_NEIGHBOURS, CONFIG_TREES, tests_in_host
-from fixos.verifier.steady import named
+from ..core.models import Outcome
+from .base import CHECKS, Check, CheckParams, Facts, Probe
+from .config_tests import ARGV, CONFIG_NAMES, CONFIG_NEIGHBOURS, CONFIG_TREES, tests_in_host
+from .steady import named
 
 _SYSTEM_SCHEMAS = ("information_schema", "performance_schema", "sys", "mysql")
 GRANT_TABLES = (

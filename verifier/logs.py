@@ -19,8 +19,8 @@ from typing import Any
 
 from pydantic import Field
 
-from fixos.core.models import Outcome
-from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
+from ..core.models import Outcome
+from .base import CHECKS, Check, CheckParams, Probe
 
 # $R: where the host's files are; $LOG: the judged log; prints logrotate's debug output
 # with the scratch directory's prefix taken out, so paths read as the host's.

@@ -19,9 +19,9 @@ from typing import Any
 
 from pydantic import Field
 
-from fixos.core.models import Outcome
-from fixos.verifier.base import CHECKS, Check, CheckParams, Facts, Probe
-from fixos.verifier.steady import named
+from ..core.models import Outcome
+from .base import CHECKS, Check, CheckParams, Facts, Probe
+from .steady import named
 
 _FORMAT = r"%U:%G:%m:%y\t%p\n"
 """numeric owner and group (names can be edited in /etc/passwd), octal mode, file type."""

@@ -12,8 +12,8 @@ import re
 import shlex
 from typing import Any
 
-from fixos.core.models import Outcome
-from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
+from ..core.models import Outcome
+from .base import CHECKS, Check, CheckParams, Probe
 
 FILTERED = 124
 """``timeout``'s exit code: the connect neither succeeded nor was refused (dropped)."""

@@ -22,9 +22,9 @@ import re
 import shlex
 from typing import Any
 
-from fixos.core.models import Outcome
-from fixos.verifier.base import CHECKS, Check, CheckParams, Facts, Probe
-from fixos.verifier.steady import named
+from ..core.models import Outcome
+from .base import CHECKS, Check, CheckParams, Facts, Probe
+from .steady import named
 
 # ss lists sockets of the network namespace it runs in: the looking side's session
 # is in the host's (an inspector joins it; the judge enters it; the exported verifier

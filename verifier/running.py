@@ -37,8 +37,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from fixos.core.models import Outcome
-from fixos.verifier.base import CHECKS, Check, CheckParams, Facts, Probe
+from ..core.models import Outcome
+from .base import CHECKS, Check, CheckParams, Facts, Probe
 
 _WALK = (
     "ps -e -ww -o pid=,ppid=,stat=,args= 2>/dev/null; echo '--'; "

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from fixos.core.models import Outcome
-from fixos.verifier.base import CHECKS, Check, CheckParams, Facts, Probe
-from fixos.verifier.vantage import SERVICE_DAEMONS, service_running_command
+from ..core.models import Outcome
+from .base import CHECKS, Check, CheckParams, Facts, Probe
+from .vantage import SERVICE_DAEMONS, service_running_command
 
 
 @CHECKS.register

@@ -16,9 +16,9 @@ from typing import Any
 
 from pydantic import Field
 
-from fixos.core.models import Outcome
-from fixos.verifier.base import CHECKS, Check, CheckParams, Facts, Probe
-from fixos.verifier.http import get_page
+from ..core.models import Outcome
+from .base import CHECKS, Check, CheckParams, Facts, Probe
+from .http import get_page
 
 SHOWN = 8
 """how many offending paths a verdict names before it says how many more."""

@@ -7,10 +7,10 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from fixos.core.models import Outcome
-from fixos.shells.probes import sample_cpu
-from fixos.verifier.base import CHECKS, Check, CheckParams, Facts, Probe
-from fixos.verifier.vantage import filesystem_use_command
+from ..core.models import Outcome
+from ..shells.probes import sample_cpu
+from .base import CHECKS, Check, CheckParams, Facts, Probe
+from .vantage import filesystem_use_command
 
 # Processes that come and go on any host, or belong to the verifier itself.
 _TRANSIENT = {"bash", "sh", "sleep", "ps", "awk", "cat", "setsid", "sed", "grep", "perl", "curl"}

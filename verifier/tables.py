@@ -5,8 +5,8 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from fixos.core.models import Outcome
-from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
+from ..core.models import Outcome
+from .base import CHECKS, Check, CheckParams, Probe
 
 # Every place Debian's cron reads a job from, fast or slow.
 CRON_PLACES = ["/etc/crontab", "/etc/cron.d", "/var/spool/cron/crontabs"]

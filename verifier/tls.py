@@ -17,9 +17,9 @@ from typing import Any
 
 from cryptography import x509
 
-from fixos.core.models import Outcome
-from fixos.verifier.base import CHECKS, Check, CheckParams, Probe
-from fixos.verifier.http import SECOND_WAIT
+from ..core.models import Outcome
+from .base import CHECKS, Check, CheckParams, Probe
+from .http import SECOND_WAIT
 
 TIMEOUT = 5.0
 RELOAD_SECONDS = 1.0

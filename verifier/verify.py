@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
 
-from fixos.core.errors import InvalidEpisode
-from fixos.core.models import CheckResult, Outcome, Verdict
-from fixos.core.registry import Registry
-from fixos.verifier.base import CHECKS, Check, Probe
+from ..core.errors import InvalidEpisode
+from ..core.models import CheckResult, Outcome, Verdict
+from ..core.registry import Registry
+from .base import CHECKS, Check, Probe
 
 
 @dataclass(frozen=True)

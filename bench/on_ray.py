@@ -29,17 +29,17 @@ from typing import Any
 
 from docker.errors import DockerException, ImageNotFound
 
-from fixos.bench import Events, Job, Plan
-from fixos.core.errors import FixOSError
-from fixos.core.models import Step
-from fixos.episodes import run_episode
-from fixos.records.failures import retry_wanted
-from fixos.records.models import EpisodeRecord
-from fixos.records.rundir import FAULTS, INTERRUPTED, REWARD, TRANSCRIPT, RunDir
-from fixos.scenarios.schema import Scenario
-from fixos.stack.engine import connect
-from fixos.stack.images import IMAGES_DIR, OFFLINE_BASE, REGISTRY_BASE, ensure_image, image_tag
-from fixos.stack.leftovers import remove_labelled, sweep_dead_runs
+from ..core.errors import FixOSError
+from ..core.models import Step
+from ..episodes.episode import run_episode
+from ..records.failures import retry_wanted
+from ..records.models import EpisodeRecord
+from ..records.rundir import FAULTS, INTERRUPTED, REWARD, TRANSCRIPT, RunDir
+from ..scenarios.schema import Scenario
+from ..stack.engine import connect
+from ..stack.images import IMAGES_DIR, OFFLINE_BASE, REGISTRY_BASE, ensure_image, image_tag
+from ..stack.leftovers import remove_labelled, sweep_dead_runs
+from .local import Events, Job, Plan
 
 RESOURCE = os.environ.get("FIXOS_RAY_RESOURCE", "fixos_engine")
 """the custom resource a node offers, one unit per episode it may run at a time."""

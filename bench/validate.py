@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 
 import docker
 
-from fixos.episodes import run_episode
-from fixos.records.models import EpisodeRecord
-from fixos.scenarios.schema import Scenario
-from fixos.stack.pool import HostPool
+from ..episodes.episode import run_episode
+from ..records.models import EpisodeRecord
+from ..scenarios.schema import Scenario
+from ..stack.pool import HostPool
 
 EXPECTED = {"oracle": "= 1.0", "nop": "= 0.0", "partial": "in (0, 1)"}
 

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fixos.core.errors import FixOSError
+from ..core.errors import FixOSError
 
 QUIET = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_DISABLE_DOCKER_CPU_WARNING": "1"}
 """no usage report leaves the machine, no warning about the containers' CPU count."""

@@ -22,17 +22,12 @@ from pathlib import Path
 
 import docker
 
-from fixos.agent_shells import AgentShells, endpoints_of
-from fixos.agents import Task, make_agent
-from fixos.blame import harness_evidence, running
-from fixos.core.errors import BudgetExhausted, FixOSError, ShellError, StackError
-from fixos.core.models import CheckResult, InjectedFault, Step, Verdict
-from fixos.durability import PhaseTimes, durable_verdict
-from fixos.injector.families import families_of
-from fixos.inspection import JudgeSessions, Looking, failing_disturbed, vantage
-from fixos.phases import break_hosts, check_entries, fault_entries
-from fixos.records.baselines import BaselineStore
-from fixos.records.failures import (
+from ..agents import Task, make_agent
+from ..core.errors import BudgetExhausted, FixOSError, ShellError, StackError
+from ..core.models import CheckResult, InjectedFault, Step, Verdict
+from ..injector.families import families_of
+from ..records.baselines import BaselineStore
+from ..records.failures import (
     ENGINE_ERRORS,
     EpisodeStatus,
     Failure,
@@ -41,18 +36,23 @@ from fixos.records.failures import (
     harness_failure,
     unjudgeable,
 )
-from fixos.records.models import EpisodeRecord, Timings
-from fixos.records.rundir import write_interrupted
-from fixos.scenarios.schema import Scenario
-from fixos.scenarios.solution import render
-from fixos.shells.base import Shell
-from fixos.shells.recording import RecordingShell
-from fixos.stack.hosts import LiveHost, Stack
-from fixos.stack.inspector import IMAGE_NAME
-from fixos.stack.judge import Judge
-from fixos.stack.pool import HostPool
-from fixos.verifier import Baseline, judge
-from fixos.verifier.exits import wait_for_exits
+from ..records.models import EpisodeRecord, Timings
+from ..records.rundir import write_interrupted
+from ..scenarios.schema import Scenario
+from ..scenarios.solution import render
+from ..shells.base import Shell
+from ..shells.recording import RecordingShell
+from ..stack.hosts import LiveHost, Stack
+from ..stack.inspector import IMAGE_NAME
+from ..stack.judge import Judge
+from ..stack.pool import HostPool
+from ..verifier import Baseline, judge
+from ..verifier.exits import wait_for_exits
+from .agent_shells import AgentShells, endpoints_of
+from .blame import harness_evidence, running
+from .durability import PhaseTimes, durable_verdict
+from .inspection import JudgeSessions, Looking, failing_disturbed, vantage
+from .phases import break_hosts, check_entries, fault_entries
 
 
 def new_run_id() -> str:
@@ -104,7 +104,7 @@ class Episode:
         running score at step 0, judged already, so a caller need not judge again."""
         self._shell = AgentShells(lambda: self.stack.hosts, scenario.login_host, transport)
         self._harness: dict[str, Shell] = {}
-        """the harness's session per host, for the faults; never used to judge (``fixos.inspection``)."""
+        """the harness's session per host, for the faults; never used to judge (``.inspection``)."""
         self._checks = check_entries(scenario)
 
     # -- phases -----------------------------------------------------------
@@ -160,7 +160,7 @@ class Episode:
     def verify(self) -> Verdict:
         """Judge the hosts from the judge (never the agent's session, nor a program in the
         hosts) once what the agent killed has exited (verifier.exits). Final: judged as
-        left, then again once every service restarted (``fixos.durability``)."""
+        left, then again once every service restarted (``fixos.episodes.durability``)."""
         started = time.monotonic()
         # what the agent left running is judged once init adopts it (nothing_new_running)
         self._shell.close()
@@ -228,7 +228,7 @@ class Episode:
         return dict(self._harness)
 
     def _inspected(self, patient: bool) -> AbstractContextManager[Looking]:
-        """The vantage point of one judgement (``fixos.inspection.vantage``): the pool's judge,
+        """The vantage point of one judgement (``fixos.episodes.inspection.vantage``): the pool's judge,
         or the episode's own when it has no pool."""
         image = self._images.get(IMAGE_NAME)
         if image is None:
@@ -297,7 +297,7 @@ def run_episode(
     """Run one episode to its record; harness failures give an ``invalid`` record, not a score.
     Once the agent has the host, what it does there (its shell killed, bash removed, a fork
     bomb, a full disk, the host halted) is scored: only the engine's own evidence
-    (``fixos.blame``) makes such an episode invalid."""
+    (``fixos.episodes.blame``) makes such an episode invalid."""
     episode_id = episode_id_for(scenario.id, seed, agent_name)
     record = EpisodeRecord(
         run_id=run_id,

@@ -19,15 +19,15 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from fixos.core.errors import InvalidEpisode, StackError, UnhealthyHost
-from fixos.core.models import InjectedFault, Verdict
-from fixos.core.registry import Registry
-from fixos.injector import FAULTS, Fault, inject_all
-from fixos.inspection import KILLED, Looking
-from fixos.scenarios.schema import Scenario
-from fixos.shells.base import Shell
-from fixos.verifier import CHECKS, Baseline, Check, CheckEntry, HostAccess, Probe, judge
-from fixos.verifier.backend import testinfra_host
+from ..core.errors import InvalidEpisode, StackError, UnhealthyHost
+from ..core.models import InjectedFault, Verdict
+from ..core.registry import Registry
+from ..injector import FAULTS, Fault, inject_all
+from ..scenarios.schema import Scenario
+from ..shells.base import Shell
+from ..verifier import CHECKS, Baseline, Check, CheckEntry, HostAccess, Probe, judge
+from ..verifier.backend import testinfra_host
+from .inspection import KILLED, Looking
 
 T = TypeVar("T")
 FaultEntry = tuple[str, str, Any]

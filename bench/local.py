@@ -16,18 +16,18 @@ from typing import Literal
 from docker.errors import DockerException
 from pydantic import ConfigDict
 
-from fixos.core.errors import FixOSError
-from fixos.core.models import Step
-from fixos.episodes import STOPPED, episode_id_for, run_episode
-from fixos.records.failures import EpisodeStatus, Failure, FailureKind, retry_wanted
-from fixos.records.models import EpisodeRecord
-from fixos.records.rundir import RunDir, write_interrupted
-from fixos.records.saved import Saved, read_model, write_model
-from fixos.scenarios.schema import Scenario
-from fixos.shells.stopping import watch
-from fixos.stack.engine import Engine, shares
-from fixos.stack.leftovers import remove_labelled
-from fixos.stack.pool import HostPool
+from ..core.errors import FixOSError
+from ..core.models import Step
+from ..episodes.episode import STOPPED, episode_id_for, run_episode
+from ..records.failures import EpisodeStatus, Failure, FailureKind, retry_wanted
+from ..records.models import EpisodeRecord
+from ..records.rundir import RunDir, write_interrupted
+from ..records.saved import Saved, read_model, write_model
+from ..scenarios.schema import Scenario
+from ..shells.stopping import watch
+from ..stack.engine import Engine, shares
+from ..stack.leftovers import remove_labelled
+from ..stack.pool import HostPool
 
 MEMORY_PER_EPISODE = 640 * 1024 * 1024
 """what one live host may use (its cap), for sizing -j to the machine."""

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 import docker
 from rich.table import Table
 
-from fixos.agents.adversarial import PREFIX, STRATEGIES
-from fixos.episodes import run_episode
-from fixos.records.models import EpisodeRecord
-from fixos.scenarios.schema import Scenario
-from fixos.stack.pool import HostPool
+from ..agents.adversarial import PREFIX, STRATEGIES
+from ..episodes.episode import run_episode
+from ..records.models import EpisodeRecord
+from ..scenarios.schema import Scenario
+from ..stack.pool import HostPool
 
 MAX_REWARD = 0.2
 """the most an adversary may earn: the share of one lucky check at most, never a repair."""

@@ -16,11 +16,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from fixos.episodes import Episode
-from fixos.scenarios.catalog import load_catalog, select
-from fixos.scenarios.schema import SCENARIO_DIR
-from fixos.stack.engine import connect
-from fixos.stack.images import ensure_image
+from ..scenarios.catalog import load_catalog, select
+from ..scenarios.schema import SCENARIO_DIR
+from ..stack.engine import connect
+from ..stack.images import ensure_image
+from .episode import Episode
 
 
 @contextmanager

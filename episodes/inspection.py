@@ -26,15 +26,15 @@ from typing import Any
 import docker
 from docker.errors import DockerException
 
-from fixos.core.errors import ShellError, StackError
-from fixos.core.models import CheckResult, CommandResult, Verdict
-from fixos.stack.facts import HostFacts
-from fixos.stack.hosts import LiveHost
-from fixos.stack.inspector import HOST_ROOT, Inspector
-from fixos.stack.judge import NAME_FILES, REFRESH_NAMES, Judge
-from fixos.verifier import CheckEntry, Probe
-from fixos.verifier.backend import testinfra_host
-from fixos.verifier.verify import reward_of
+from ..core.errors import ShellError, StackError
+from ..core.models import CheckResult, CommandResult, Verdict
+from ..stack.facts import HostFacts
+from ..stack.hosts import LiveHost
+from ..stack.inspector import HOST_ROOT, Inspector
+from ..stack.judge import NAME_FILES, REFRESH_NAMES, Judge
+from ..verifier import CheckEntry, Probe
+from ..verifier.backend import testinfra_host
+from ..verifier.verify import reward_of
 
 KILLED = "the host kills its inspector"
 

@@ -1,7 +1,7 @@
 """FixOS for TRL's ``GRPOTrainer(environment_factory=...)``: one live episode per rollout.
 
     from trl import GRPOTrainer
-    from fixos.trl import FixOSToolEnv
+    from fixos.training.trl import FixOSToolEnv
 
     # each dataset row: {"prompt": [{"role": "user", "content": "..."}], "task_id": "easy_1", "seed": 3}
     trainer = GRPOTrainer(model=..., train_dataset=rows, environment_factory=FixOSToolEnv)
@@ -31,11 +31,11 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from fixos.api import episode
-from fixos.core.errors import ShellError
-from fixos.episodes import Episode
-from fixos.scenarios.catalog import load_catalog
-from fixos.scenarios.schema import SCENARIO_DIR
+from ..core.errors import ShellError
+from ..episodes.api import episode
+from ..episodes.episode import Episode
+from ..scenarios.catalog import load_catalog
+from ..scenarios.schema import SCENARIO_DIR
 
 __all__ = ["FixOSToolEnv", "close", "reward_func"]
 

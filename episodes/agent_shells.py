@@ -16,11 +16,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from fixos.agents import Endpoints
-from fixos.core.errors import FixOSError
-from fixos.core.models import CommandResult
-from fixos.shells.base import Shell
-from fixos.stack.hosts import LiveHost
+from ..agents import Endpoints
+from ..core.errors import FixOSError
+from ..core.models import CommandResult
+from ..shells.base import Shell
+from ..stack.hosts import LiveHost
 
 
 class AgentShells:

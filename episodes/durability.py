@@ -14,7 +14,7 @@ private copy of its config, the broken file left on disk) fails the second
 phase; a restart loop fighting a watchdog fails the hold. The running score
 after each step (``Episode.progress``) skips all of this.
 
-The restarts are ``fixos.restarts``'s: the host's own init scripts, as a reboot runs
+The restarts are ``fixos.episodes.restarts``'s: the host's own init scripts, as a reboot runs
 them.
 """
 
@@ -26,11 +26,11 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from fixos.core.models import CheckResult, Verdict
-from fixos.restarts import restart_services, restartable
-from fixos.stack.hosts import LiveHost
-from fixos.stack.inspector import SERVICE_DAEMONS
-from fixos.verifier.verify import reward_of
+from ..core.models import CheckResult, Verdict
+from ..stack.hosts import LiveHost
+from ..stack.inspector import SERVICE_DAEMONS
+from ..verifier.verify import reward_of
+from .restarts import restart_services, restartable
 
 AS_LEFT = "as_left"
 AFTER_RESTARTS = "after_restarts"

@@ -24,15 +24,15 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from fixos.bench import Events, Job
-from fixos.core.models import Step
-from fixos.records.failures import Failure
-from fixos.records.models import EpisodeRecord
-from fixos.records.report import dash
-from fixos.records.rundir import read_interrupted, read_reward, read_transcript
-from fixos.records.summary import Stats, Summary
-from fixos.scenarios.schema import Scenario
-from fixos.validate import Validation, meets
+from ..bench.local import Events, Job
+from ..bench.validate import Validation, meets
+from ..core.models import Step
+from ..records.failures import Failure
+from ..records.models import EpisodeRecord
+from ..records.report import dash
+from ..records.rundir import read_interrupted, read_reward, read_transcript
+from ..records.summary import Stats, Summary
+from ..scenarios.schema import Scenario
 
 
 def outcome_line(record: EpisodeRecord, retried: bool = False) -> str:
@@ -140,7 +140,7 @@ def verdict_table(record: EpisodeRecord) -> Table:
         table.add_column(col)
     for c in record.verdict.checks if record.verdict else []:
         mark = "[green]yes[/]" if c.passed else "[red]no[/]"
-        # which phase of the final verdict failed it (fixos.durability): as left, after the restarts
+        # which phase of the final verdict failed it (fixos.episodes.durability): as left, after the restarts
         failed_in = c.failed_in.replace("_", " ")
         table.add_row(escape(c.name), "yes" if c.scored else "gate", mark, failed_in, escape(c.detail))
     return table

@@ -2,7 +2,7 @@
 run by the host's own ``sh`` through the engine's exec API (a one-off process, never the
 agent's session nor the verifier's), all side by side, each decided from evidence rather
 than from its script's poll (``restart_script``). The durability phase of the final
-verdict (``fixos.durability``) calls it between its two judgements.
+verdict (``fixos.episodes.durability``) calls it between its two judgements.
 
 That those scripts and programs are the image's is the ``programs_unchanged`` gate's to
 prove, from the host's changed files.
@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from fixos.core.models import CommandResult
-from fixos.stack.hosts import READY_HINTS, LiveHost
-from fixos.stack.inspector import SERVICE_DAEMONS
+from ..core.models import CommandResult
+from ..stack.hosts import READY_HINTS, LiveHost
+from ..stack.inspector import SERVICE_DAEMONS
 
 STOP_SECONDS = 10.0
 START_SECONDS = 30.0

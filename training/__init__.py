@@ -1,0 +1,1 @@
+"""Adapters for trainers (TRL's environment_factory)."""

@@ -1,0 +1,1 @@
+"""What a terminal shows: live progress, verdict and summary tables, the console."""
