@@ -80,6 +80,14 @@ def test_the_readme_is_a_short_front_page():
         assert needed in README
 
 
+def test_notes_are_decisions_and_the_history_is_the_changelog():
+    notes = (ROOT / "NOTES.md").read_text(encoding="utf-8")
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert len(notes.splitlines()) <= 100
+    assert "Session" not in notes  # a log of sessions belongs to the issues and git, not here
+    assert changelog.startswith("# Changelog") and "## Unreleased" in changelog
+
+
 def test_the_readme_links_every_docs_page_and_each_exists():
     linked = {target for target, _ in LINK.findall(README) if target.startswith("docs/")}
     assert sorted(f"docs/{page}.md" for page in PAGES) == sorted(linked)
