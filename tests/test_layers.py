@@ -79,15 +79,19 @@ def test_every_package_of_the_map_is_in_a_layer() -> None:
     assert set(pg.package_dirs(ROOT)) <= layered
 
 
-def _tree(root: Path, files: dict[str, str]) -> Path:
+def _tree(root: Path, files: dict[str, str | None]) -> Path:
     mapping = {p: p.removeprefix("fixos.") or "fixos" for p in [*pg.BASE, *pg.STAGES, *pg.ORCHESTRATION]}
     table = "\n".join(f'"{package}" = "{folder}"' for package, folder in mapping.items())
     (root / "pyproject.toml").write_text(f"[tool.setuptools.package-dir]\n{table}\n")
     for folder in mapping.values():
         (root / folder).mkdir(exist_ok=True)
         (root / folder / "__init__.py").write_text("")
+    (root / "__init__.py").write_text("")  # the checkout marked as the rooms' parent, as the real one is
     for name, text in files.items():
-        (root / name).write_text(textwrap.dedent(text))
+        if text is None:
+            (root / name).unlink()
+        else:
+            (root / name).write_text(textwrap.dedent(text))
     return root
 
 
@@ -206,7 +210,11 @@ def unfollowable(root: Path) -> list[str]:
                     continue
                 dotted = ".".join([*parts[: len(parts) - node.level + 1], *filter(None, [node.module])])
                 disk, mapped = _on_disk(path, node.level, node.module), _by_map(root, dotted)
-                if not _exists(disk):
+                climbed = [path.parents[up] for up in range(node.level)]
+                if any(not (folder / "__init__.py").is_file() for folder in climbed):
+                    # read as folders, a relative import climbs only through packages
+                    found.append(f"{where}:{node.lineno} climbs through a folder that is no package")
+                elif not _exists(disk):
                     found.append(f"{where}:{node.lineno} imports {dotted}: no {disk.relative_to(root)}[.py]")
                 elif mapped is None or disk.resolve() != mapped.resolve():
                     said = f"the folders say {disk}, Python {mapped}"
@@ -226,8 +234,16 @@ def test_every_import_between_rooms_names_the_folder_it_comes_from() -> None:
         ({"injector/process.py": "from ..stak.hosts import LiveHost\n"}, "no stak/hosts[.py]"),
         ({"injector/process.py": "from ...stack import hosts\n"}, "climbs above the namespace"),
         ({"fixos/api.py": "from .episodes.episode import Episode\n", "episodes/episode.py": ""}, "no fixos"),
+        ({"injector/process.py": "from ..stack import hosts\n", "__init__.py": None}, "no package"),
     ],
-    ids=["absolute", "absolute-lazy", "no-such-folder", "above-the-top", "root-is-not-the-parent"],
+    ids=[
+        "absolute",
+        "absolute-lazy",
+        "no-such-folder",
+        "above-the-top",
+        "root-is-not-the-parent",
+        "no-marker",
+    ],
 )
 def test_an_import_a_reader_cannot_follow_is_found(
     tmp_path: Path, files: dict[str, str], expected: str
