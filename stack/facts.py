@@ -88,6 +88,10 @@ class HostFacts:
         self._locks = {kind: threading.Lock() for kind in ("files", "processes", "listening")}
         self._read: dict[str, object] = {}
         self._started = time.time_ns()
+        self._whiteouts: set[str] = set()
+        self._from_upper = 0
+        """how many of the file entries are the upper directory's (the rest: the mounts')."""
+        self._points: list[str] = []
 
     def _once(self, kind: str, read: Callable[[], object]) -> object:
         with self._locks[kind]:  # each kind once; different kinds side by side
@@ -108,9 +112,13 @@ class HostFacts:
                 except FileNotFoundError:
                     continue
                 entry = _entry(full[len(top) :], st)
+                if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
+                    self._whiteouts.add(entry[0])  # overlay's mark of a deleted path
                 opaque = stat.S_ISDIR(st.st_mode) and _xattrs(full)
                 entries.append(entry if not opaque else (*entry[:-1], -entry[-1]))
+        self._from_upper = len(entries)
         for point in _mounts(self._pid):
+            self._points.append(point)
             entries.extend(self._mounted(point))
         return entries
 
@@ -160,6 +168,32 @@ class HostFacts:
             # directory opaque (its lower entries then read deleted)
             digest.update(repr(entry if contents else (*entry[:4], entry[7] < 0)).encode())
         return digest.digest()
+
+    def modes(self, trees: Sequence[str]) -> dict[str, str] | None:
+        """path -> ``uid:gid:mode:type`` (``find -printf '%U:%G:%m:%y'``) of every entry in
+        ``trees`` that the host holds otherwise than its image: what its upper directory
+        changed (deleted paths left out) and what its own mounts hold, a mount hiding what
+        lies under it. Every other path of the trees is the image's, as it was on the
+        healthy host. None where that does not hold: a mount that could not be read, or a
+        directory overlay redirects to one of the image's (renamed without a copy)."""
+        found = self._once("files", self._entries)
+        assert isinstance(found, list)
+
+        def inside(path: str) -> bool:
+            return any(_under(path, tree) for tree in trees)
+
+        listing: dict[str, str] = {}
+        for index, entry in enumerate(found):
+            path, mode, uid, gid = entry[:4]
+            upper = index < self._from_upper
+            if not inside(path) or (upper and path in self._whiteouts):
+                continue
+            if upper and any(_under(path, point) for point in self._points):
+                continue  # hidden under a mount: the mount's own entry is what the host sees
+            if mode < 0 or (entry[7] < 0 and _redirected(f"{self._upper}{path}")):
+                return None
+            listing[path] = f"{uid}:{gid}:{stat.S_IMODE(mode):o}:{_TYPES.get(stat.S_IFMT(mode), '?')}"
+        return listing
 
     # -- processes and sockets --------------------------------------------
 
@@ -224,6 +258,28 @@ class HostFacts:
         found = self._once("listening", self._listening)
         assert isinstance(found, bytes)
         return found
+
+
+_TYPES = {
+    stat.S_IFREG: "f",
+    stat.S_IFDIR: "d",
+    stat.S_IFLNK: "l",
+    stat.S_IFCHR: "c",
+    stat.S_IFBLK: "b",
+    stat.S_IFIFO: "p",
+    stat.S_IFSOCK: "s",
+}
+"""``find``'s letter for each file type (``%y``)."""
+
+
+def _redirected(path: str) -> bool:
+    """Whether overlay shows one of the image's directories here, renamed without a copy
+    (``redirect_dir``, off in most kernels: a rename then copies the tree up)."""
+    try:
+        os.getxattr(path, "trusted.overlay.redirect", follow_symlinks=False)
+        return True
+    except OSError:
+        return False
 
 
 def _xattrs(path: str) -> bool:

@@ -19,7 +19,7 @@ from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.solution import render
 from fixos.stack import sockdiag
 from fixos.stack.hosts import LiveHost
-from fixos.verifier import CHECKS, Check
+from fixos.verifier import CHECKS, Check, backend
 
 TREES = ["/etc/nginx", "/var/www", "/var/log", "/run"]
 
@@ -83,6 +83,50 @@ def test_facts_are_still_on_a_quiet_host_and_move_with_each_change(live_host: Li
         assert {"processes", "listening"} <= _moved(before, after)
     finally:
         shell.close()
+
+
+MODE_CHANGES = (
+    "chmod 777 /etc/nginx",  # one of the image's directories: overlay copies it up
+    "chown www-data /etc/mysql/mariadb.cnf",
+    "chmod -R 777 /var/lib/mysql/shop",
+    "install -m 666 /dev/null /etc/new.conf",
+    "install -m 777 /dev/null /var/log/open.log",  # on the log tmpfs, a mount of the host's
+    "mkfifo -m 666 /etc/pipe",
+    "rm /etc/nginx/mime.types",  # overlay's whiteout: deleted, listed by neither
+    "rm -rf /etc/nginx/snippets && mkdir -m 1777 /etc/nginx/snippets",  # an opaque directory
+    "ln -s / /etc/rootlink",  # a link's mode means nothing
+    "mv /etc/php /etc/php-moved",  # a renamed tree of the image's
+    "chmod 600 /var/log/nginx",
+)
+
+
+@pytest.mark.live
+def test_modes_read_from_this_machine_are_the_judges_own_verdict(live_host: LiveHost):
+    """``modes_unchanged`` reads what a host changed from this machine (its overlay upper
+    directory and its own mounts) instead of a ``find`` in the host: on a host loosened
+    in every way a path's owner and mode can change, both readings find the same."""
+    from fixos.verifier.base import Probe
+    from fixos.verifier.modes import ModesUnchanged
+
+    shell = live_host.shell(default_timeout=30)
+    try:
+        inside = Probe(backend.testinfra_host(shell), shell, live_host)
+        check = ModesUnchanged(ModesUnchanged.Params())
+        healthy = check.snapshot(inside)["paths"]
+        assert shell.run(" && ".join(MODE_CHANGES), timeout=60).ok
+        by_find = check._compare(inside, healthy)
+        outside = Probe(backend.testinfra_host(shell), shell, live_host, known_facts=live_host.facts())
+        assert check._read_outside(outside) is not None, "this machine's engine: the facts must say"
+        by_facts = check._compare(outside, healthy)
+    finally:
+        shell.close()
+    assert by_find.changed == by_facts.changed
+    assert sorted(by_find.world_writable) == sorted(by_facts.world_writable)
+    assert by_find.changed["/etc/nginx"] == "0:0:777:d" and "/var/log/nginx" in by_find.changed
+    assert by_find.changed["/etc/mysql/mariadb.cnf"].startswith("33:0:")
+    assert by_find.changed["/etc/nginx/snippets"] == "0:0:1777:d"
+    assert {"/etc/new.conf", "/var/log/open.log", "/etc/pipe"} <= set(by_find.world_writable)
+    assert "/etc/rootlink" not in by_find.world_writable
 
 
 @pytest.mark.live

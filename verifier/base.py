@@ -30,6 +30,8 @@ class Facts(Protocol):
 
     def listening(self) -> bytes: ...
 
+    def modes(self, trees: Sequence[str]) -> dict[str, str] | None: ...
+
 
 class HostAccess(Protocol):
     """Ways to look at a host from outside it, which nothing inside can fake.
