@@ -49,7 +49,16 @@ def _config_key(probe: Probe) -> str:
     each entry's type, size, inode, owner, mode, link target and change time. The change
     time is the kernel's (no host may set the clock): any write, rename, chmod or new
     entry moves it, so equal keys mean the tests would answer the same. "" when the
-    session cannot tell (then nothing is reused)."""
+    session cannot tell (then nothing is reused).
+
+    Where the host's facts are read from this machine (``Facts.files``: what it changed
+    against its image, and its own mounts, by the same fields; the rest is the image's and
+    cannot have changed), a fresh reading of them is the key: no find in the judge."""
+    read = getattr(probe.access, "facts", None)
+    facts = read() if read is not None else None
+    if facts is not None:
+        changed = facts.files([*CONFIG_TREES, *CONFIG_NAMES], entries=CONFIG_NEIGHBOURS)
+        return "facts:" + changed.hex()
     trees = " ".join(shlex.quote(probe.path(p)) for p in CONFIG_TREES)
     single = " ".join(shlex.quote(probe.path(p)) for p in CONFIG_NEIGHBOURS)
     names = " ".join(shlex.quote(probe.path(p)) for p in CONFIG_NAMES)
