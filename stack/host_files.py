@@ -29,6 +29,7 @@ import contextlib
 import ctypes
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import docker
@@ -108,6 +109,53 @@ class HostFiles:
             return None
         finally:
             os.close(fd)
+
+    def walk(self, tops: list[str]) -> Iterator[tuple[str, os.stat_result]]:
+        """Every entry at and below each of ``tops``, with its ``lstat``, as ``find -P -xdev``
+        meets them: links are entries, never followed; a directory of another filesystem is
+        listed, not entered. Each top is opened inside the host's root, and the walk below
+        it goes by directory descriptors, so no link planted on the way leads out of it."""
+        for top in tops:
+            try:
+                handle = open_in_root(self._root, top)
+            except OSError:
+                continue
+            try:
+                st = os.fstat(handle)
+                yield top, st
+                if not stat.S_ISDIR(st.st_mode):
+                    continue
+                below = os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError:
+                continue
+            finally:
+                os.close(handle)
+            try:
+                for dirpath, dirnames, filenames, fd in os.fwalk(".", dir_fd=below):
+                    base = top.rstrip("/") + dirpath[1:]
+                    for name in [*dirnames, *filenames]:
+                        try:
+                            inner = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                        except OSError:
+                            continue
+                        yield f"{base}/{name}", inner
+                        if name in dirnames and inner.st_dev != st.st_dev:
+                            dirnames.remove(name)
+            finally:
+                os.close(below)
+
+    def readlink(self, path: str) -> str | None:
+        """Where the link at ``path`` points, as written in it; None when it is no link."""
+        try:
+            handle = open_in_root(self._root, path)
+        except OSError:
+            return None
+        try:
+            return os.readlink("", dir_fd=handle)
+        except OSError:
+            return None
+        finally:
+            os.close(handle)
 
     def close(self) -> None:
         if getattr(self, "_root", -1) >= 0:

@@ -129,6 +129,51 @@ def test_modes_read_from_this_machine_are_the_judges_own_verdict(live_host: Live
     assert "/etc/rootlink" not in by_find.world_writable
 
 
+CONFIG_CHANGES = (
+    "printf 'user www-data;\\n' > /etc/nginx/conf.d/open.conf",  # a drop-in added
+    "sed -i 's/^\\(worker_processes\\) .*/\\1   4;   # more/' /etc/nginx/nginx.conf",  # changed
+    "printf '\\n# note\\n   \\n' >> /etc/mysql/my.cnf",  # reformatted only: the same tokens
+    "printf 'a\\tb  # c\\r\\nno newline at the end' > /etc/default/odd",
+    "rm /etc/nginx/mime.types",
+    "ln -s /etc/shadow /etc/nginx/sites-enabled/link",
+    "rm -rf /etc/php/8.2/cli && ln -s / /etc/php/8.2/cli",  # a directory turned into a link
+    "head -c 1100000 /dev/zero > /etc/mysql/big.cnf",
+    "printf 'key' > /etc/nginx/new.key",  # key material: judged apart
+    "mv /etc/cron.d /etc/cron.d.old && mkdir /etc/cron.d && printf '* * * * * root true\\n' > /etc/cron.d/x",
+)
+
+
+@pytest.mark.live
+def test_configuration_read_from_this_machine_is_the_judges_own_reading(live_host: LiveHost):
+    """``config_unchanged`` reads the configuration trees from this machine, inside the
+    host's root, where the engine is local: on a host changed in every way a file of
+    them can change, its reading is ``find`` and ``awk``'s in the host, file for file."""
+    import types
+
+    from fixos.verifier.base import Probe
+    from fixos.verifier.configuration import TREES, config_files
+
+    shell = live_host.shell(default_timeout=30)
+    try:
+        assert shell.run(" && ".join(CONFIG_CHANGES), timeout=60).ok
+        by_find = config_files(
+            Probe(backend.testinfra_host(shell), shell, types.SimpleNamespace()), list(TREES)
+        )
+        here = Probe(backend.testinfra_host(shell), shell, live_host, memo={})
+        assert live_host.local_files() is not None
+        by_hand, kept = config_files(here, list(TREES)), config_files(here, list(TREES))
+    finally:
+        shell.close()
+    assert by_hand == by_find
+    assert kept == by_find  # read again with the tokens kept
+    assert by_find["/etc/nginx/sites-enabled/link"] == "l /etc/shadow"
+    assert by_find["/etc/php/8.2/cli"] == "l /" and "/etc/php/8.2/cli/php.ini" not in by_find
+    assert by_find["/etc/mysql/big.cnf"] == "big 1100000"
+    assert len(by_find) > 50 and by_find["/etc/default/odd"].startswith("f ")
+    assert "/etc/cron.d/x" in by_find and "/etc/cron.d.old/x" not in by_find
+    assert "/etc/nginx/new.key" not in by_find and "/etc/nginx/mime.types" not in by_find
+
+
 @pytest.mark.live
 def test_a_link_on_the_log_tmpfs_is_read_as_a_link(live_host: LiveHost):
     """The mounts are walked inside the host's root: a link planted there to ``/`` is one

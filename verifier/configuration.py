@@ -19,8 +19,12 @@ repair there, and identities are judged apart.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
+import re
 import shlex
+import stat
+import time
 from typing import Any
 
 from ..core.models import Outcome
@@ -46,6 +50,9 @@ TREES = (
 what cron runs (a new cron line would start, at its minute, what the host did not run)."""
 KEY_MATERIAL = ("*.pem", "*.key", "*.crt", "*.csr")
 MAX_BYTES = 1024 * 1024
+SETTLED_NS = 50_000_000
+"""a file changed more recently than this (a few ticks of the kernel's coarse clock, which
+stamps change times) may change again with the same times: its tokens are not kept."""
 """a file larger than this is compared by size and name only (no configuration is)."""
 
 # One find for the list (type, path, link target) and one awk for every regular file's
@@ -75,6 +82,10 @@ def _command(root: str, trees: list[str]) -> str:
 
 def config_files(probe: Probe, trees: list[str]) -> dict[str, str]:
     """``/path`` -> ``f <sha256 of its tokens>``, ``l <link target>`` or ``big <size>``."""
+    local = getattr(probe.access, "local_files", None)
+    files = local() if local is not None else None
+    if files is not None:
+        return _read_here(files, trees, probe.memo)
     out = probe.shell.run(_command(probe.path("/").rstrip("/"), trees), timeout=20).output
     entries: dict[str, str] = {}
     tokens: dict[str, list[str]] = {}
@@ -96,6 +107,56 @@ def config_files(probe: Probe, trees: list[str]) -> dict[str, str]:
     for path, lines in tokens.items():
         if path in entries:
             entries[path] = "f " + hashlib.sha256("\n".join(lines).encode()).hexdigest()
+    return entries
+
+
+def tokens_of(data: bytes) -> list[str]:
+    """``_AWK``'s tokens of one file: comment and blank lines left out, trailing comments
+    cut, every run of blanks one space, none at either end."""
+    lines = data.decode("utf-8", "replace").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # awk's last record ends at the last newline
+    found = []
+    for line in lines:
+        if _SKIPPED.match(line):
+            continue
+        line = _BLANKS.sub(" ", _TRAILING.sub("", line, count=1))
+        line = line.removeprefix(" ").removesuffix(" ")
+        if line:
+            found.append(line)
+    return found
+
+
+_SKIPPED = re.compile(r"[ \t]*([#;]|\Z)")
+_TRAILING = re.compile(r"[ \t]+#.*\Z", re.S)
+_BLANKS = re.compile(r"[ \t\r]+")
+
+
+def _read_here(files: Any, trees: list[str], memo: dict[str, Any] | None) -> dict[str, str]:
+    """``config_files`` read from this machine inside the host's root (``HostFiles``), where
+    the engine is local: the judge's ``find`` and ``awk`` in Python. A file's tokens are
+    kept for the episode under its inode, size and change time (the kernel's: any write
+    moves it), so a judgement reads only what changed since the last."""
+    kept: dict[tuple, str] = memo.setdefault("config_tokens", {}) if memo is not None else {}
+    entries: dict[str, str] = {}
+    for path, st in files.walk(trees):
+        name = path.rsplit("/", 1)[-1]
+        if any(fnmatch.fnmatchcase(name, pattern) for pattern in KEY_MATERIAL):
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            entries[path] = f"l {files.readlink(path) or ''}"
+        elif stat.S_ISREG(st.st_mode):
+            if st.st_size > MAX_BYTES:
+                entries[path] = f"big {st.st_size}"
+                continue
+            key = (path, st.st_ino, st.st_size, st.st_ctime_ns)
+            digest = kept.get(key)
+            if digest is None:
+                lines = tokens_of(files.read(path, MAX_BYTES) or b"")
+                digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()
+                if time.time_ns() - st.st_ctime_ns > SETTLED_NS:
+                    kept[key] = digest  # a second write in the same clock tick keeps all three
+            entries[path] = "f " + digest
     return entries
 
 
