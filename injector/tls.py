@@ -109,13 +109,27 @@ def _served(shell: Shell) -> str:
     return shell.run(SERVED, timeout=15).output.strip().replace("\n", "; ")
 
 
+class _ServesAnother(_Swaps):
+    """Shared by the faults whose nginx keeps running and serves another certificate: the
+    proof is what 443 serves (the fault's ``symptom``), and a revert reloads nginx."""
+
+    def confirm(self, shell: Shell) -> Outcome:
+        shown = shell.run(self.symptom(self.seeded) or "false", timeout=15)
+        served = _served(shell)
+        return Outcome(shown.exit_code == 0, f"443 serves: {served}")
+
+    def revert(self, shell: Shell) -> None:
+        self._restore(shell)
+        shell.run("service nginx reload", timeout=30)
+
+
 def _served_test(expect: str) -> str:
     """A shell test: 443 serves a certificate whose ``SERVED`` output matches the glob ``expect``."""
     return f'out=$({SERVED}); case "$out" in {expect}) true ;; *) false ;; esac'
 
 
 @FAULTS.register
-class TlsExpired(_Swaps, Fault):
+class TlsExpired(_ServesAnother, Fault):
     """nginx serves the site's previous certificate, expired: the config names it, or it
     was copied over the current one (the current one kept in a backup directory)."""
 
@@ -135,18 +149,9 @@ class TlsExpired(_Swaps, Fault):
     def symptom(self, seeded: dict[str, Any], pid: PidWord = plain_pid) -> str | None:
         return _served_test(f'*"CN = {SITE_NAME}"*"will expire"*')
 
-    def confirm(self, shell: Shell) -> Outcome:
-        shown = shell.run(self.symptom(self.seeded) or "false", timeout=15)
-        served = _served(shell)
-        return Outcome(shown.exit_code == 0, f"443 serves: {served}")
-
-    def revert(self, shell: Shell) -> None:
-        self._restore(shell)
-        shell.run("service nginx reload", timeout=30)
-
 
 @FAULTS.register
-class TlsWrongName(_Swaps, Fault):
+class TlsWrongName(_ServesAnother, Fault):
     """nginx serves the staging site's certificate (and key) for the shop: the config names
     the staging pair, or the staging pair was copied over the shop's (kept in a backup)."""
 
@@ -166,15 +171,6 @@ class TlsWrongName(_Swaps, Fault):
 
     def symptom(self, seeded: dict[str, Any], pid: PidWord = plain_pid) -> str | None:
         return _served_test(f'*"CN = {STAGING_NAME}"*')
-
-    def confirm(self, shell: Shell) -> Outcome:
-        shown = shell.run(self.symptom(self.seeded) or "false", timeout=15)
-        served = _served(shell)
-        return Outcome(shown.exit_code == 0, f"443 serves: {served}")
-
-    def revert(self, shell: Shell) -> None:
-        self._restore(shell)
-        shell.run("service nginx reload", timeout=30)
 
 
 @FAULTS.register
