@@ -6,14 +6,21 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import docker
 
 from fixos.bench.local import Events
-from fixos.stack.hosts import LABEL_OWNER, LABEL_RUN
+from fixos.core.models import Outcome
+from fixos.scenarios.schema import HostSpec
+from fixos.shells.base import Shell
+from fixos.stack.hosts import LABEL_OWNER, LABEL_RUN, LiveHost, Stack
+from fixos.stack.inspector import HOST_ROOT, Inspector
+from fixos.stack.leftovers import remove_labelled
+from fixos.verifier import Check, Probe, backend
 
 T = TypeVar("T")
 
@@ -32,7 +39,7 @@ def wait_for(condition: Callable[[], bool], *, timeout: float = 30.0, delay: flo
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"Timeout: {condition}")
-        time.sleep(delay)
+        time.sleep(0.2)
 
 
 def labelled(client: docker.DockerClient, run_id: str) -> list[str]:
@@ -91,3 +98,68 @@ class Watch(Events):
         with self.lock:
             self.now -= 1
             self.retried.append(f"{job.episode_id}: {failure.text}")
+
+
+@contextmanager
+def booted(
+    client: docker.DockerClient, images: dict[str, str], run_id: str, spec: HostSpec | None = None
+) -> Iterator[LiveHost]:
+    """One booted host (``spec``, by default a plain ``web``) as an episode gets it; its
+    stack taken down on the way out, whether or not it came up."""
+    spec = spec or HostSpec(name="web")
+    stack = Stack(client, run_id=run_id, episode_id=run_id, hosts=[spec], images=images)
+    try:
+        stack.up()
+        yield stack.hosts[spec.name]
+    finally:
+        stack.down()
+
+
+@contextmanager
+def inspector_probe(client: docker.DockerClient, host: LiveHost, image: str) -> Iterator[Probe]:
+    """What a check sees of ``host`` through an inspector, as an episode's verdicts are taken."""
+    with Inspector(client, host, image) as inspector:
+        view = inspector.shell
+        yield Probe(backend.testinfra_host(view, host.name), view, host, root=HOST_ROOT)
+
+
+@contextmanager
+def judged_host(
+    client: docker.DockerClient,
+    images: dict[str, str],
+    run_id: str,
+    *,
+    timeout: float,
+    spec: HostSpec | None = None,
+) -> Iterator[tuple[LiveHost, Shell, Probe]]:
+    """A booted host, a session in it (commands time out at ``timeout``) that breaks and
+    repairs it, and the probe the checks look through: an inspector's."""
+    with (
+        booted(client, images, run_id, spec) as host,
+        host.shell(default_timeout=timeout) as shell,
+        inspector_probe(client, host, images["inspector"]) as probe,
+    ):
+        yield host, shell, probe
+
+
+def until(check: Check, probe: Probe, baseline: Any, passed: bool, timeout: float = 15.0) -> Outcome:
+    """The check's verdict once it says ``passed`` (the host takes a moment), or the last one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        outcome = check.evaluate(probe, baseline)
+        if outcome.passed == passed or time.monotonic() > deadline:
+            return outcome
+        time.sleep(0.2)
+
+
+@contextmanager
+def removed_run(client: docker.DockerClient, run_id: str) -> Iterator[str]:
+    """``run_id``; on the way out every container, network, volume and image labelled with
+    it removed (an export's builds too, dangling layers included)."""
+    try:
+        yield run_id
+    finally:
+        remove_labelled(client, run_id=run_id)
+        for image in client.images.list(filters={"label": f"{LABEL_RUN}={run_id}"}):
+            client.images.remove(image.id, force=True)
+        client.images.prune(filters={"dangling": True, "label": f"{LABEL_RUN}={run_id}"})
