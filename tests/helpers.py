@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -163,3 +165,49 @@ def removed_run(client: docker.DockerClient, run_id: str) -> Iterator[str]:
         for image in client.images.list(filters={"label": f"{LABEL_RUN}={run_id}"}):
             client.images.remove(image.id, force=True)
         client.images.prune(filters={"dangling": True, "label": f"{LABEL_RUN}={run_id}"})
+
+
+class ChatServer:
+    """An OpenAI-compatible /v1/chat/completions on 127.0.0.1, replaying scripted replies in
+    order ("DONE" once they run out); it keeps each request with its path and Authorization."""
+
+    def __init__(self, replies: list[Any]) -> None:
+        self.replies = list(replies)
+        self.requests: list[dict] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+                content = outer.replies.pop(0) if outer.replies else "DONE"
+                data = json.dumps(
+                    {
+                        "id": "chatcmpl-1",
+                        "object": "chat.completion",
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": content},
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 100, "completion_tokens": 7},
+                    }
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
