@@ -22,7 +22,7 @@ from fixos.shells.base import Shell
 from fixos.stack.hosts import LABEL_OWNER, LABEL_RUN, LiveHost, Stack
 from fixos.stack.inspector import HOST_ROOT, Inspector
 from fixos.stack.leftovers import remove_labelled
-from fixos.verifier import Check, Probe, backend
+from fixos.verifier import CHECKS, Check, Probe, backend
 
 T = TypeVar("T")
 
@@ -142,6 +142,17 @@ def judged_host(
         inspector_probe(client, host, images["inspector"]) as probe,
     ):
         yield host, shell, probe
+
+
+def gate_after(kind: str, probe: Probe, fault: str) -> tuple[Check, Any]:
+    """The steady-state gate ``kind`` (default params), shown to pass on the healthy host,
+    and its baseline refined after ``fault`` ran: what the faults disturbed is left out."""
+    check = CHECKS.get(kind)(CHECKS.get(kind).Params())
+    baseline = check.snapshot(probe)
+    healthy = check.evaluate(probe, check.refine(probe, baseline))
+    assert healthy.passed, f"healthy host fails {kind}: {healthy.detail}"
+    assert probe.shell.run(fault, timeout=60).ok, fault
+    return check, check.refine(probe, baseline)
 
 
 def until(check: Check, probe: Probe, baseline: Any, passed: bool, timeout: float = 15.0) -> Outcome:
