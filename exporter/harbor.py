@@ -27,7 +27,7 @@ import docker
 
 from ..core.errors import FixOSError
 from ..scenarios.schema import Scenario
-from ..shells.session import CLEAN_ENV
+from ..shells.base import CLEAN_ENV
 from ..stack.hosts import READY_PROBES
 from ..stack.images import IMAGES_DIR
 from ..stack.roles import ROLE_PROBES

@@ -94,8 +94,23 @@ def db_host_name(shell: Shell) -> str:
     return out.strip().splitlines()[0] if out.strip() else "db"
 
 
+class _Undoes:
+    """Shared by the faults below (a mixin, not a Fault: every Fault class is a registered
+    type): each inject records ``undo``, the shell that repairs exactly what it broke, and
+    that is its reference repair."""
+
+    def __init__(self, params: FaultParams) -> None:
+        super().__init__(params)
+        self.seeded: dict[str, Any] = {}
+        """what inject drew and did, ``undo`` among it"""
+
+    def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The fault's own undo, as it recorded it (``undo``)."""
+        return str(seeded["undo"])  # shell the fault wrote itself
+
+
 @FAULTS.register
-class FirewallBlocks(Fault):
+class FirewallBlocks(_Undoes, Fault):
     """The db host's firewall: a baseline an operator would keep (INPUT policy DROP;
     loopback, replies, ICMP, ssh and the database port from the episode network
     accepted), plus one rule that drops or rejects the database port ahead of it.
@@ -106,17 +121,9 @@ class FirewallBlocks(Fault):
     type = "firewall_blocks"
     records = ("action", "chain", "tool", "subnet", "undo")
 
-    def fix(self, seeded: Mapping[str, Any]) -> str:
-        """The fault's own undo, as it recorded it (``undo``)."""
-        return str(seeded["undo"])  # shell the fault wrote itself
-
     @classmethod
     def claims(cls, params: FaultParams) -> list[Claim]:
         return [Claim("firewall:INPUT", OWN, "sets the host's INPUT firewall")]
-
-    def __init__(self, params: FaultParams) -> None:
-        super().__init__(params)
-        self.seeded: dict[str, Any] = {}
 
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
         require_net_admin(shell, self.type)
@@ -161,7 +168,7 @@ class FirewallBlocks(Fault):
 
 
 @FAULTS.register
-class DbBindLocal(Fault):
+class DbBindLocal(_Undoes, Fault):
     """MariaDB on the db host listens on 127.0.0.1 only (or, seeded, not on TCP at
     all: ``skip-networking``), from a line in a seeded option file: the role's own
     60-fixos.cnf edited, or a later "hardening" file overriding it."""
@@ -169,20 +176,12 @@ class DbBindLocal(Fault):
     type = "db_bind_local"
     records = ("file", "line", "undo")
 
-    def fix(self, seeded: Mapping[str, Any]) -> str:
-        """The fault's own undo, as it recorded it (``undo``)."""
-        return str(seeded["undo"])  # shell the fault wrote itself
-
     @classmethod
     def claims(cls, params: FaultParams) -> list[Claim]:
         return [
             Claim("service:mariadb", UP, "restarts MariaDB on loopback and shows it listening there"),
             Claim("mariadb:bind", OWN, "sets where MariaDB listens"),
         ]
-
-    def __init__(self, params: FaultParams) -> None:
-        super().__init__(params)
-        self.seeded: dict[str, Any] = {}
 
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
         path = rng.choice(BIND_FILES)
@@ -216,7 +215,7 @@ class DbBindLocal(Fault):
 
 
 @FAULTS.register
-class DbHostWrong(Fault):
+class DbHostWrong(_Undoes, Fault):
     """The app host looks for its database where it is not: a stale ``/etc/hosts``
     entry for the db host's name (an unused address of the bridge), ``host =`` in
     app.ini set to ``localhost`` (no MariaDB there) or an old address, or
@@ -224,10 +223,6 @@ class DbHostWrong(Fault):
 
     type = "db_host_wrong"
     records = ("variant", "name", "wrong", "undo")
-
-    def fix(self, seeded: Mapping[str, Any]) -> str:
-        """The fault's own undo, as it recorded it (``undo``)."""
-        return str(seeded["undo"])  # shell the fault wrote itself
 
     class Params(FaultParams):
         variants: list[Literal["hosts", "app_ini", "resolv"]] = ["hosts", "app_ini", "resolv"]
@@ -239,7 +234,6 @@ class DbHostWrong(Fault):
 
     def __init__(self, params: FaultParams) -> None:
         super().__init__(params)
-        self.seeded: dict[str, Any] = {}
         self.name = "db"
 
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
@@ -280,7 +274,7 @@ class DbHostWrong(Fault):
 
 
 @FAULTS.register
-class LinkThrottled(Fault):
+class LinkThrottled(_Undoes, Fault):
     """A bandwidth cap on the database's traffic left on the host's eth0 (a QoS test
     someone forgot): an htb class of a few hundred bits a second that u32 filters send
     MariaDB's port to, both ways, the rest of the traffic unshaped (so ARP and ssh
@@ -290,17 +284,9 @@ class LinkThrottled(Fault):
     type = "link_throttled"
     records = ("rate_bits", "undo")
 
-    def fix(self, seeded: Mapping[str, Any]) -> str:
-        """The fault's own undo, as it recorded it (``undo``)."""
-        return str(seeded["undo"])  # shell the fault wrote itself
-
     @classmethod
     def claims(cls, params: FaultParams) -> list[Claim]:
         return [Claim("qdisc:eth0", OWN, "shapes eth0")]
-
-    def __init__(self, params: FaultParams) -> None:
-        super().__init__(params)
-        self.seeded: dict[str, Any] = {}
 
     def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
         require_net_admin(shell, self.type)

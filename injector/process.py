@@ -57,6 +57,26 @@ def culprit_path(rng: random.Random, name: str) -> str:
             return path
 
 
+class _Culprit:
+    """Shared by the faults whose culprit is one program started from a seeded path (a
+    mixin, not a Fault: every Fault class is a registered type): what it records, and
+    the reference repair that kills it."""
+
+    records = ("name", "pid", "path")
+
+    def __init__(self, params: FaultParams) -> None:
+        super().__init__(params)
+        self.name = ""
+        """the culprit's program and where it is installed, drawn from the seed"""
+        self.path = ""
+        self.pid: int | None = None
+        """where inject started it"""
+
+    def fix(self, seeded: Mapping[str, Any]) -> str:
+        """The culprit killed, by the PID it recorded."""
+        return f"kill {word(seeded['pid'])}"
+
+
 HOG_NAMES = [
     "report-builder",
     "thumb-worker",
@@ -145,28 +165,15 @@ while (my $c = $s->accept) {{
 
 
 @FAULTS.register
-class PortSquatter(Fault):
+class PortSquatter(_Culprit, Fault):
     """Another program holds the service's port, so the service cannot start again."""
 
     type = "port_squatter"
-    records = ("name", "pid", "path")
-
-    def fix(self, seeded: Mapping[str, Any]) -> str:
-        """The culprit killed, by the PID it recorded."""
-        return f"kill {word(seeded['pid'])}"
 
     class Params(FaultParams):
         service: Literal["nginx"] = "nginx"
         port: int = 80
         pid: int | None = None
-
-    def __init__(self, params: FaultParams) -> None:
-        super().__init__(params)
-        self.name = ""
-        """the squatter's program and where it is installed, drawn from the seed"""
-        self.path = ""
-        self.pid: int | None = None
-        """where inject started it"""
 
     def prepare(self, shell: Shell, rng: random.Random) -> None:
         self.name = rng.choice(SQUATTER_NAMES)
@@ -219,15 +226,11 @@ sleep 3600 while 1;
 
 
 @FAULTS.register
-class MemoryHog(Fault):
+class MemoryHog(_Culprit, Fault):
     """A process holds most of the host's memory (the share is seeded within a range)."""
 
     type = "memory_hog"
     records = ("name", "pid", "path", "mb")
-
-    def fix(self, seeded: Mapping[str, Any]) -> str:
-        """The culprit killed, by the PID it recorded."""
-        return f"kill {word(seeded['pid'])}"
 
     class Params(FaultParams):
         min_mb: int = Field(default=250, ge=16)
@@ -235,12 +238,8 @@ class MemoryHog(Fault):
 
     def __init__(self, params: FaultParams) -> None:
         super().__init__(params)
-        self.name = ""
-        """the hog's program, where it is installed and the MB it fills, drawn from the seed"""
-        self.path = ""
         self.mb = 0
-        self.pid: int | None = None
-        """where inject started it"""
+        """the MB the hog fills, drawn from the seed"""
 
     def prepare(self, shell: Shell, rng: random.Random) -> None:
         self.name = rng.choice(
@@ -285,28 +284,15 @@ done
 
 
 @FAULTS.register
-class ServiceKiller(Fault):
+class ServiceKiller(_Culprit, Fault):
     """A forgotten watchdog kills the service every few seconds: a plain restart
     only helps until its next round."""
 
     type = "service_killer"
-    records = ("name", "pid", "path")
-
-    def fix(self, seeded: Mapping[str, Any]) -> str:
-        """The culprit killed, by the PID it recorded."""
-        return f"kill {word(seeded['pid'])}"
 
     class Params(FaultParams):
         service: Literal["nginx"] = "nginx"
         interval: float = Field(default=2.0, gt=0.2, le=30)
-
-    def __init__(self, params: FaultParams) -> None:
-        super().__init__(params)
-        self.name = ""
-        """the watchdog's program and where it is installed, drawn from the seed"""
-        self.path = ""
-        self.pid: int | None = None
-        """where inject started it"""
 
     def prepare(self, shell: Shell, rng: random.Random) -> None:
         self.name = rng.choice(["web-watchdog", "hosting-agent", "uptime-guard", "site-keeper"])

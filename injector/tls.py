@@ -109,72 +109,65 @@ def _served(shell: Shell) -> str:
     return shell.run(SERVED, timeout=15).output.strip().replace("\n", "; ")
 
 
+class _ServesAnother(_Swaps):
+    """Shared by the faults whose nginx keeps running and serves another certificate: the
+    seed draws the config variant or the file variant, nginx reloads, the proof is what
+    443 serves (the fault's ``symptom``), and a revert reloads nginx again."""
+
+    EDIT: tuple[str, str] = ("", "")
+    """the config variant: the site's lines as they are, and as the fault leaves them."""
+    SWAP = ""
+    """the file variant: the command that copies other files over the site's (KEPT first kept)."""
+
+    def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
+        if rng.random() < 0.5:
+            self.seeded = self._edit(shell, *self.EDIT)
+        else:
+            self.seeded = self._swap(shell, rng, self.SWAP, list(self.KEPT))
+        shell.run("service nginx reload", timeout=30)
+        return self.seeded
+
+    def confirm(self, shell: Shell) -> Outcome:
+        shown = shell.run(self.symptom(self.seeded) or "false", timeout=15)
+        served = _served(shell)
+        return Outcome(shown.exit_code == 0, f"443 serves: {served}")
+
+    def revert(self, shell: Shell) -> None:
+        self._restore(shell)
+        shell.run("service nginx reload", timeout=30)
+
+
 def _served_test(expect: str) -> str:
     """A shell test: 443 serves a certificate whose ``SERVED`` output matches the glob ``expect``."""
     return f'out=$({SERVED}); case "$out" in {expect}) true ;; *) false ;; esac'
 
 
 @FAULTS.register
-class TlsExpired(_Swaps, Fault):
+class TlsExpired(_ServesAnother, Fault):
     """nginx serves the site's previous certificate, expired: the config names it, or it
     was copied over the current one (the current one kept in a backup directory)."""
 
     type = "tls_expired"
     KEPT = ("shop.crt",)
-
-    def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
-        if rng.random() < 0.5:
-            old = f"ssl_certificate {TLS_DIR}/shop.crt;"
-            self.seeded = self._edit(shell, old, f"ssl_certificate {TLS_DIR}/shop-previous.crt;")
-        else:
-            restore_old = f"cp {TLS_DIR}/shop-previous.crt {TLS_DIR}/shop.crt"
-            self.seeded = self._swap(shell, rng, restore_old, list(self.KEPT))
-        shell.run("service nginx reload", timeout=30)
-        return self.seeded
+    EDIT = (f"ssl_certificate {TLS_DIR}/shop.crt;", f"ssl_certificate {TLS_DIR}/shop-previous.crt;")
+    SWAP = f"cp {TLS_DIR}/shop-previous.crt {TLS_DIR}/shop.crt"
 
     def symptom(self, seeded: dict[str, Any], pid: PidWord = plain_pid) -> str | None:
         return _served_test(f'*"CN = {SITE_NAME}"*"will expire"*')
 
-    def confirm(self, shell: Shell) -> Outcome:
-        shown = shell.run(self.symptom(self.seeded) or "false", timeout=15)
-        served = _served(shell)
-        return Outcome(shown.exit_code == 0, f"443 serves: {served}")
-
-    def revert(self, shell: Shell) -> None:
-        self._restore(shell)
-        shell.run("service nginx reload", timeout=30)
-
 
 @FAULTS.register
-class TlsWrongName(_Swaps, Fault):
+class TlsWrongName(_ServesAnother, Fault):
     """nginx serves the staging site's certificate (and key) for the shop: the config names
     the staging pair, or the staging pair was copied over the shop's (kept in a backup)."""
 
     type = "tls_wrong_name"
     KEPT = ("shop.crt", "shop.key")
-
-    def inject(self, shell: Shell, rng: random.Random) -> dict[str, Any]:
-        if rng.random() < 0.5:
-            self.seeded = self._edit(shell, PAIR_LINES, _pair("staging.crt", "staging.key"))
-        else:
-            copy = (
-                f"cp {TLS_DIR}/staging.crt {TLS_DIR}/shop.crt && cp {TLS_DIR}/staging.key {TLS_DIR}/shop.key"
-            )
-            self.seeded = self._swap(shell, rng, copy, list(self.KEPT))
-        shell.run("service nginx reload", timeout=30)
-        return self.seeded
+    EDIT = (PAIR_LINES, _pair("staging.crt", "staging.key"))
+    SWAP = f"cp {TLS_DIR}/staging.crt {TLS_DIR}/shop.crt && cp {TLS_DIR}/staging.key {TLS_DIR}/shop.key"
 
     def symptom(self, seeded: dict[str, Any], pid: PidWord = plain_pid) -> str | None:
         return _served_test(f'*"CN = {STAGING_NAME}"*')
-
-    def confirm(self, shell: Shell) -> Outcome:
-        shown = shell.run(self.symptom(self.seeded) or "false", timeout=15)
-        served = _served(shell)
-        return Outcome(shown.exit_code == 0, f"443 serves: {served}")
-
-    def revert(self, shell: Shell) -> None:
-        self._restore(shell)
-        shell.run("service nginx reload", timeout=30)
 
 
 @FAULTS.register

@@ -5,6 +5,7 @@ is in ``records.summary``. The transcript of an episode is
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -87,15 +88,8 @@ class StepLine(Saved):
 
     @classmethod
     def of(cls, step: Step) -> StepLine:
-        return cls(
-            index=step.index,
-            command=step.command,
-            output=step.output,
-            exit_code=step.exit_code,
-            duration=step.duration,
-            started_at=step.started_at,
-            timed_out=step.timed_out,
-        )
+        # every field of the step (a new one that this line lacks fails here: extra="forbid")
+        return cls(**dataclasses.asdict(step))
 
 
 class FaultsFile(Saved):

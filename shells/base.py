@@ -14,6 +14,18 @@ OUTPUT_LIMIT = 64 * 1024
 
 TIMEOUT_EXIT_CODE = 124
 
+CLEAN_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": "/root",
+    "USER": "root",
+    "LOGNAME": "root",
+    "SHELL": "/bin/bash",
+    "LANG": "C.UTF-8",
+    "TERM": "dumb",
+}
+"""the environment a command of ours runs in, whatever the caller's: a session's bash, and
+an exported task's verifier (which has this module vendored, not the sessions)."""
+
 
 def truncation_marker(omitted: int) -> str:
     return f"\n[fixos: output truncated, {omitted} more bytes not shown]\n"

@@ -23,6 +23,7 @@ import time
 from ..core.errors import ShellError
 from ..core.models import CommandResult
 from .base import (
+    CLEAN_ENV,
     DEFAULT_TIMEOUT,
     OUTPUT_LIMIT,
     TIMEOUT_EXIT_CODE,
@@ -32,15 +33,6 @@ from .base import (
 
 STATE_DIR = "/run/fixos-shell"
 SESSION_COMMAND = "setsid --wait bash --noprofile --norc"
-CLEAN_ENV = {
-    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-    "HOME": "/root",
-    "USER": "root",
-    "LOGNAME": "root",
-    "SHELL": "/bin/bash",
-    "LANG": "C.UTF-8",
-    "TERM": "dumb",
-}
 _TAIL = 4096
 _GRACE = 3.0
 """seconds to wait for the shell to come back after its command was killed."""

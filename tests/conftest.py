@@ -12,7 +12,7 @@ import pytest
 from fixos.scenarios.schema import HostSpec
 from fixos.shells.session import BashSession
 from fixos.stack.engine import connect
-from fixos.stack.hosts import LiveHost, Stack
+from fixos.stack.hosts import LiveHost
 from fixos.stack.images import ensure_image
 from fixos.stack.leftovers import remove_labelled
 from fixos.stack.pool import HostPool
@@ -62,14 +62,8 @@ def test_run_id(client: docker.DockerClient) -> Iterator[str]:
 @pytest.fixture
 def live_host(client: docker.DockerClient, images: dict[str, str], test_run_id: str) -> Iterator[LiveHost]:
     """A booted host of its own (as an episode gets it), removed after the test."""
-    stack = Stack(
-        client, run_id=test_run_id, episode_id=test_run_id, hosts=[HostSpec(name="web")], images=images
-    )
-    try:
-        stack.up()
-        yield stack.hosts["web"]
-    finally:
-        stack.down()
+    with helpers.booted(client, images, test_run_id) as host:
+        yield host
 
 
 @pytest.fixture(scope="module")

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import docker
 
 from fixos.bench.local import Events
-from fixos.stack.hosts import LABEL_OWNER, LABEL_RUN
+from fixos.core.models import Outcome
+from fixos.scenarios.schema import HostSpec
+from fixos.shells.base import Shell
+from fixos.stack.hosts import LABEL_OWNER, LABEL_RUN, LiveHost, Stack
+from fixos.stack.inspector import HOST_ROOT, Inspector
+from fixos.stack.leftovers import remove_labelled
+from fixos.verifier import CHECKS, Check, Probe, backend
 
 T = TypeVar("T")
 
@@ -32,7 +41,7 @@ def wait_for(condition: Callable[[], bool], *, timeout: float = 30.0, delay: flo
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"Timeout: {condition}")
-        time.sleep(delay)
+        time.sleep(0.2)
 
 
 def labelled(client: docker.DockerClient, run_id: str) -> list[str]:
@@ -91,3 +100,125 @@ class Watch(Events):
         with self.lock:
             self.now -= 1
             self.retried.append(f"{job.episode_id}: {failure.text}")
+
+
+@contextmanager
+def booted(
+    client: docker.DockerClient, images: dict[str, str], run_id: str, spec: HostSpec | None = None
+) -> Iterator[LiveHost]:
+    """One booted host (``spec``, by default a plain ``web``) as an episode gets it; its
+    stack taken down on the way out, whether or not it came up."""
+    spec = spec or HostSpec(name="web")
+    stack = Stack(client, run_id=run_id, episode_id=run_id, hosts=[spec], images=images)
+    try:
+        stack.up()
+        yield stack.hosts[spec.name]
+    finally:
+        stack.down()
+
+
+@contextmanager
+def inspector_probe(client: docker.DockerClient, host: LiveHost, image: str) -> Iterator[Probe]:
+    """What a check sees of ``host`` through an inspector, as an episode's verdicts are taken."""
+    with Inspector(client, host, image) as inspector:
+        view = inspector.shell
+        yield Probe(backend.testinfra_host(view, host.name), view, host, root=HOST_ROOT)
+
+
+@contextmanager
+def judged_host(
+    client: docker.DockerClient,
+    images: dict[str, str],
+    run_id: str,
+    *,
+    timeout: float,
+    spec: HostSpec | None = None,
+) -> Iterator[tuple[LiveHost, Shell, Probe]]:
+    """A booted host, a session in it (commands time out at ``timeout``) that breaks and
+    repairs it, and the probe the checks look through: an inspector's."""
+    with (
+        booted(client, images, run_id, spec) as host,
+        host.shell(default_timeout=timeout) as shell,
+        inspector_probe(client, host, images["inspector"]) as probe,
+    ):
+        yield host, shell, probe
+
+
+def gate_after(kind: str, probe: Probe, fault: str) -> tuple[Check, Any]:
+    """The steady-state gate ``kind`` (default params), shown to pass on the healthy host,
+    and its baseline refined after ``fault`` ran: what the faults disturbed is left out."""
+    check = CHECKS.get(kind)(CHECKS.get(kind).Params())
+    baseline = check.snapshot(probe)
+    healthy = check.evaluate(probe, check.refine(probe, baseline))
+    assert healthy.passed, f"healthy host fails {kind}: {healthy.detail}"
+    assert probe.shell.run(fault, timeout=60).ok, fault
+    return check, check.refine(probe, baseline)
+
+
+def until(check: Check, probe: Probe, baseline: Any, passed: bool, timeout: float = 15.0) -> Outcome:
+    """The check's verdict once it says ``passed`` (the host takes a moment), or the last one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        outcome = check.evaluate(probe, baseline)
+        if outcome.passed == passed or time.monotonic() > deadline:
+            return outcome
+        time.sleep(0.2)
+
+
+@contextmanager
+def removed_run(client: docker.DockerClient, run_id: str) -> Iterator[str]:
+    """``run_id``; on the way out every container, network, volume and image labelled with
+    it removed (an export's builds too, dangling layers included)."""
+    try:
+        yield run_id
+    finally:
+        remove_labelled(client, run_id=run_id)
+        for image in client.images.list(filters={"label": f"{LABEL_RUN}={run_id}"}):
+            client.images.remove(image.id, force=True)
+        client.images.prune(filters={"dangling": True, "label": f"{LABEL_RUN}={run_id}"})
+
+
+class ChatServer:
+    """An OpenAI-compatible /v1/chat/completions on 127.0.0.1, replaying scripted replies in
+    order ("DONE" once they run out); it keeps each request with its path and Authorization."""
+
+    def __init__(self, replies: list[Any]) -> None:
+        self.replies = list(replies)
+        self.requests: list[dict] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+                content = outer.replies.pop(0) if outer.replies else "DONE"
+                data = json.dumps(
+                    {
+                        "id": "chatcmpl-1",
+                        "object": "chat.completion",
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": content},
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 100, "completion_tokens": 7},
+                    }
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

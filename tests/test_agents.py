@@ -8,14 +8,12 @@ import re
 import secrets
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from helpers import ROOT, start_fixos
+from helpers import ROOT, ChatServer, start_fixos
 from rich.console import Console
 
 import fixos
@@ -94,42 +92,6 @@ def test_the_families_asserted_are_the_scenarios_own():
     for family, ids in BASELINE_SOLVES.items():
         for scenario_id in ids:
             assert families_of(CATALOG[scenario_id].fault_types) == [family], scenario_id
-
-
-class ChatServer:
-    """A real HTTP server speaking chat-completions, replaying scripted replies."""
-
-    def __init__(self, replies: list[str]) -> None:
-        self.replies = list(replies)
-        self.requests: list[dict] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
-                reply = outer.replies.pop(0) if outer.replies else "DONE"
-                data = json.dumps(
-                    {
-                        "choices": [{"message": {"role": "assistant", "content": reply}}],
-                        "usage": {"prompt_tokens": 100, "completion_tokens": 7},
-                    }
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
 
 
 @pytest.mark.live

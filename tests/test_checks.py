@@ -11,18 +11,11 @@ from typing import Any, NamedTuple
 
 import docker
 import pytest
+from helpers import judged_host, until
 
-from fixos.core.models import Outcome
-from fixos.scenarios.schema import HostSpec
 from fixos.shells.base import Shell
-from fixos.stack.hosts import LiveHost, Stack
-from fixos.stack.inspector import HOST_ROOT, Inspector
-from fixos.verifier import (
-    CHECKS,
-    Check,
-    Probe,
-    backend,  # not its testinfra_host: pytest would collect the name
-)
+from fixos.stack.hosts import LiveHost
+from fixos.verifier import CHECKS, Probe
 
 SQUAT_80 = (
     "setsid perl -MIO::Socket::INET -e 'my $s = IO::Socket::INET->new(LocalPort => 80, Listen => 5, "
@@ -169,26 +162,8 @@ def test_every_registered_check_type_is_tested():
 def host(client: docker.DockerClient, images: dict[str, str]) -> Iterator[tuple[LiveHost, Shell, Probe]]:
     """The host, a session in it that breaks and repairs it, and the probe the checks
     look through: an inspector's, as an episode's verdicts are taken."""
-    run_id = f"test-checks-{time.monotonic_ns() % 10**8}"
-    stack = Stack(client, run_id=run_id, episode_id=run_id, hosts=[HostSpec(name="web")], images=images)
-    try:
-        stack.up()
-        web = stack.hosts["web"]
-        with web.shell(default_timeout=30) as shell, Inspector(client, web, images["inspector"]) as inspector:
-            view = inspector.shell
-            yield web, shell, Probe(backend.testinfra_host(view, "web"), view, web, root=HOST_ROOT)
-    finally:
-        stack.down()
-
-
-def _until(check: Check, probe: Probe, baseline: Any, passed: bool, timeout: float = 15.0) -> Outcome:
-    """The check's verdict once it says ``passed`` (the host takes a moment), or the last one."""
-    deadline = time.monotonic() + timeout
-    while True:
-        outcome = check.evaluate(probe, baseline)
-        if outcome.passed == passed or time.monotonic() > deadline:
-            return outcome
-        time.sleep(0.3)
+    with judged_host(client, images, f"test-checks-{time.monotonic_ns() % 10**8}", timeout=30) as host:
+        yield host
 
 
 @pytest.mark.live
@@ -202,9 +177,9 @@ def test_check_passes_healthy_fails_broken_with_evidence(host, case: Case):
     assert healthy.passed, healthy.detail
     try:
         shell.run(case.breaks)
-        broken = _until(check, probe, baseline, passed=False)
+        broken = until(check, probe, baseline, passed=False)
         assert not broken.passed and case.evidence in broken.detail, broken.detail
     finally:
         shell.run(case.repairs)
-    repaired = _until(check, probe, baseline, passed=True)
+    repaired = until(check, probe, baseline, passed=True)
     assert repaired.passed, f"still failing after the repair: {repaired.detail}"

@@ -11,14 +11,12 @@ from collections.abc import Callable, Iterator
 
 import docker
 import pytest
+from helpers import judged_host
 
 from fixos.injector import FAULTS
 from fixos.injector.base import Fault, fault_rng
-from fixos.scenarios.schema import HostSpec
 from fixos.shells.base import Shell
-from fixos.stack.hosts import Stack
-from fixos.stack.inspector import HOST_ROOT, Inspector
-from fixos.verifier import Check, Probe, backend
+from fixos.verifier import Check, Probe
 from fixos.verifier.tables import CronJobsUnchanged, TableIntact
 
 pytestmark = pytest.mark.live
@@ -26,16 +24,9 @@ pytestmark = pytest.mark.live
 
 @pytest.fixture(scope="module")
 def host(client: docker.DockerClient, images: dict[str, str]) -> Iterator[tuple[Shell, Probe]]:
-    run_id = f"test-dbfaults-{time.monotonic_ns() % 10**8}"
-    stack = Stack(client, run_id=run_id, episode_id=run_id, hosts=[HostSpec(name="web")], images=images)
-    try:
-        stack.up()
-        web = stack.hosts["web"]
-        with web.shell(default_timeout=60) as shell, Inspector(client, web, images["inspector"]) as inspector:
-            view = inspector.shell
-            yield shell, Probe(backend.testinfra_host(view, "web"), view, web, root=HOST_ROOT)
-    finally:
-        stack.down()
+    with judged_host(client, images, f"test-dbfaults-{time.monotonic_ns() % 10**8}", timeout=60) as host:
+        _, shell, probe = host
+        yield shell, probe
 
 
 def _fault(fault_type: str, params: dict, shell: Shell, seed: int) -> Fault:

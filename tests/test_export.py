@@ -22,6 +22,7 @@ from pathlib import Path
 
 import docker
 import pytest
+from helpers import removed_run
 
 from fixos.core.models import InjectedFault
 from fixos.exporter import CaptureShell, ExportError, export_harbor
@@ -35,9 +36,8 @@ from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.schema import HostSpec
 from fixos.scenarios.solution import render
 from fixos.shells.fake import FakeShell
-from fixos.stack.hosts import LABEL_RUN, LiveHost
+from fixos.stack.hosts import LiveHost
 from fixos.stack.images import ensure_base
-from fixos.stack.leftovers import remove_labelled
 from fixos.stack.sources import pip_build_options
 
 CATALOG = load_catalog()
@@ -132,20 +132,10 @@ def _files(root: Path) -> dict[str, tuple[bytes, int]]:
     }
 
 
-def _remove_images(client: docker.DockerClient, run_id: str) -> None:
-    for image in client.images.list(filters={"label": f"{LABEL_RUN}={run_id}"}):
-        client.images.remove(image.id, force=True)
-    client.images.prune(filters={"dangling": True, "label": f"{LABEL_RUN}={run_id}"})
-
-
 @pytest.fixture(scope="module")
 def module_run_id(client: docker.DockerClient) -> Iterator[str]:
-    run_id = f"test-export-{os.urandom(4).hex()}"
-    try:
+    with removed_run(client, f"test-export-{os.urandom(4).hex()}") as run_id:
         yield run_id
-    finally:
-        remove_labelled(client, run_id=run_id)
-        _remove_images(client, run_id)
 
 
 @pytest.fixture(scope="module")

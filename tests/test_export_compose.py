@@ -19,15 +19,14 @@ import docker
 import paramiko
 import pytest
 import yaml
+from helpers import removed_run
 
 from fixos.exporter import export_harbor
 from fixos.exporter.compose import compose_yaml, login_of, peer_key
 from fixos.exporter.harbor import task_toml
 from fixos.exporter.trial import build, run_trial
 from fixos.scenarios.catalog import load_catalog
-from fixos.stack.hosts import LABEL_RUN
 from fixos.stack.images import ensure_base
-from fixos.stack.leftovers import remove_labelled
 from fixos.stack.sources import pip_build_options
 
 CATALOG = load_catalog()
@@ -73,13 +72,8 @@ def test_the_task_key_is_a_valid_ssh_key_and_the_same_for_the_same_seed(tmp_path
 
 @pytest.fixture(scope="module")
 def run_id(client: docker.DockerClient) -> Iterator[str]:
-    run = f"test-export-compose-{os.urandom(4).hex()}"
-    try:
+    with removed_run(client, f"test-export-compose-{os.urandom(4).hex()}") as run:
         yield run
-    finally:
-        remove_labelled(client, run_id=run)
-        for image in client.images.list(filters={"label": f"{LABEL_RUN}={run}"}):
-            client.images.remove(image.id, force=True)
 
 
 @pytest.mark.live

@@ -21,15 +21,14 @@ import docker
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from helpers import removed_run
 
 from fixos.episodes.phases import check_entries
 from fixos.exporter import export_harbor
 from fixos.exporter.tls import EXPORT_VALIDITY, about_https
 from fixos.exporter.trial import build, run_trial
 from fixos.scenarios.catalog import load_catalog
-from fixos.stack.hosts import LABEL_RUN
 from fixos.stack.images import ensure_base
-from fixos.stack.leftovers import remove_labelled
 from fixos.stack.sources import pip_build_options
 from fixos.stack.tls import TLS_DIR, Validity
 
@@ -47,13 +46,8 @@ def test_only_scenarios_about_https_carry_certificates() -> None:
 
 @pytest.fixture
 def run_id(client: docker.DockerClient) -> Iterator[str]:
-    run = f"test-export-tls-{os.urandom(4).hex()}"
-    try:
+    with removed_run(client, f"test-export-tls-{os.urandom(4).hex()}") as run:
         yield run
-    finally:
-        remove_labelled(client, run_id=run)
-        for image in client.images.list(filters={"label": f"{LABEL_RUN}={run}"}):
-            client.images.remove(image.id, force=True)
 
 
 def _private_keys(task: Path) -> list[tuple[str, object]]:

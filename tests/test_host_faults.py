@@ -10,14 +10,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import docker
 import pytest
-from helpers import wait_for
+from helpers import booted, removed_run, wait_for
 
 from fixos.episodes.episode import run_episode
 from fixos.injector import FAULTS
 from fixos.injector.base import fault_rng
 from fixos.scenarios.catalog import load_catalog
-from fixos.scenarios.schema import HostSpec
-from fixos.stack.hosts import LiveHost, Stack
+from fixos.stack.hosts import LiveHost
 from fixos.stack.leftovers import remove_labelled
 from fixos.stack.pool import HostPool
 
@@ -47,14 +46,11 @@ SYMPTOMS = [
 
 @pytest.fixture(scope="module")
 def host(client: docker.DockerClient, images: dict[str, str]) -> Iterator[LiveHost]:
-    run_id = f"test-hostf-{secrets.token_hex(4)}"
-    stack = Stack(client, run_id=run_id, episode_id=run_id, hosts=[HostSpec(name="web")], images=images)
-    try:
-        stack.up()
-        yield stack.hosts["web"]
-    finally:
-        stack.down()
-        remove_labelled(client, run_id=run_id)
+    with (
+        removed_run(client, f"test-hostf-{secrets.token_hex(4)}") as run_id,
+        booted(client, images, run_id) as web,
+    ):
+        yield web
 
 
 @pytest.mark.parametrize(

@@ -11,17 +11,15 @@ from collections.abc import Iterator
 
 import docker
 import pytest
-from helpers import wait_for
+from helpers import judged_host, removed_run, wait_for
 
 from fixos.injector import FAULTS
 from fixos.injector.base import fault_rng
 from fixos.injector.housekeeping import ROTATE_VARIANTS, SHOP_LOG, TMP_KEPT
 from fixos.scenarios.schema import HostSpec
 from fixos.shells.base import Shell
-from fixos.stack.hosts import LiveHost, Stack
-from fixos.stack.inspector import HOST_ROOT, Inspector
-from fixos.stack.leftovers import remove_labelled
-from fixos.verifier import CHECKS, Probe, backend
+from fixos.stack.hosts import LiveHost
+from fixos.verifier import CHECKS, Probe
 
 # The first seed (fault index 0) that draws each variant, found with fault_rng.
 VARIANT_SEEDS = {
@@ -44,18 +42,12 @@ NIGHTLY = (
 
 @pytest.fixture(scope="module")
 def host(client: docker.DockerClient, images: dict[str, str]) -> Iterator[tuple[LiveHost, Shell, Probe]]:
-    run_id = f"test-housekeeping-{secrets.token_hex(4)}"
     spec = HostSpec(name="web", tmp_disk_mb=16)
-    stack = Stack(client, run_id=run_id, episode_id=run_id, hosts=[spec], images=images)
-    try:
-        stack.up()
-        web = stack.hosts["web"]
-        with web.shell(default_timeout=60) as shell, Inspector(client, web, images["inspector"]) as inspector:
-            view = inspector.shell
-            yield web, shell, Probe(backend.testinfra_host(view, "web"), view, web, root=HOST_ROOT)
-    finally:
-        stack.down()
-        remove_labelled(client, run_id=run_id)
+    with (
+        removed_run(client, f"test-housekeeping-{secrets.token_hex(4)}") as run_id,
+        judged_host(client, images, run_id, timeout=60, spec=spec) as host,
+    ):
+        yield host
 
 
 def _check(type_name: str, **params):

@@ -18,6 +18,7 @@ import pytest
 
 from fixos.core.errors import StackError
 from fixos.scenarios.schema import HostSpec
+from fixos.shells.base import Shell
 from fixos.stack.hosts import LABEL_RUN, LiveHost, Stack
 from fixos.stack.inspector import (
     HOST_ROOT,
@@ -181,6 +182,27 @@ HOSTILE = {
 }
 
 
+def sees_the_host(shell: Shell, app_ini: bytes) -> dict[str, str]:
+    """Asserts what a session from outside the host (an inspector's, the judge's) sees of it
+    whatever root did inside: its daemons, every nginx on port 80, its files, its data, its
+    services. Returns its TCP listeners (``ss`` lines) by port."""
+    procs = shell.run("ps -eo comm=")
+    assert procs.ok, procs.output
+    assert {"init", "nginx", "mariadbd"} <= set(procs.output.split())
+    sockets = shell.run("ss -Hltnp").output
+    by_port = {line.split()[3].rsplit(":", 1)[1]: line for line in sockets.splitlines()}
+    # Every nginx holds port 80, the www-data workers too (needs DAC_READ_SEARCH).
+    nginx = set(shell.run("ps -C nginx -o pid=").output.split())
+    assert len(nginx) >= 2 and set(re.findall(r'"nginx",pid=(\d+)', by_port["80"])) == nginx, sockets
+    read = shell.run(f"cat {host_path(APP_INI)}")
+    assert read.ok and read.output == app_ini.decode(), read.output
+    sql = shell.run(mariadb_command("SELECT COUNT(*) FROM shop.orders WHERE status = 'pending'"))
+    assert sql.ok and sql.output.strip() == "3", sql.output
+    for service in ("nginx", "mariadb", "php8.2-fpm"):
+        assert shell.run(service_running_command(service)).ok, service
+    return by_port
+
+
 @pytest.mark.live
 @pytest.mark.parametrize("state", list(HOSTILE))
 def test_the_inspector_sees_the_host_whatever_root_did_to_it(client, host, image, state):
@@ -193,25 +215,8 @@ def test_the_inspector_sees_the_host_whatever_root_did_to_it(client, host, image
         client, host, image, default_timeout=60
     ) as inspector:  # a fork bomb beside it on a loaded CI machine
         shell = inspector.shell
-        procs = shell.run("ps -eo comm=")
-        assert procs.ok, procs.output
-        assert {"init", "nginx", "mariadbd"} <= set(procs.output.split())
-
-        sockets = shell.run("ss -Hltnp").output
-        by_port = {line.split()[3].rsplit(":", 1)[1]: line for line in sockets.splitlines()}
-        # Every nginx holds port 80, the www-data workers too (needs DAC_READ_SEARCH).
-        nginx = set(shell.run("ps -C nginx -o pid=").output.split())
-        assert len(nginx) >= 2 and set(re.findall(r'"nginx",pid=(\d+)', by_port["80"])) == nginx, sockets
-        assert '"mariadbd"' in by_port["3306"], sockets
-
-        read = shell.run(f"cat {host_path(APP_INI)}")
-        assert read.ok and read.output == app_ini.decode(), read.output
-
-        sql = shell.run(mariadb_command("SELECT COUNT(*) FROM shop.orders WHERE status = 'pending'"))
-        assert sql.ok and sql.output.strip() == "3", sql.output
-
-        for service in ("nginx", "mariadb", "php8.2-fpm"):
-            assert shell.run(service_running_command(service)).ok, service
+        by_port = sees_the_host(shell, app_ini)
+        assert '"mariadbd"' in by_port["3306"], by_port
 
         full = "100%" if state == "var_log_full" else log_use.strip()
         assert shell.run(filesystem_use_command("/var/log")).output.strip() == full

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import docker
 import pytest
-from test_inspector import HOSTILE, host, image, in_host  # noqa: F401  (fixtures)
+from test_inspector import HOSTILE, host, image, in_host, sees_the_host  # noqa: F401  (fixtures)
 
 from fixos.episodes.episode import Episode
 from fixos.episodes.inspection import JudgeSessions
@@ -24,7 +24,7 @@ from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.solution import render
 from fixos.stack import inspector as inspector_module
 from fixos.stack.hosts import LABEL_RUN
-from fixos.stack.inspector import host_path, mariadb_command, service_running_command
+from fixos.stack.inspector import host_path
 from fixos.stack.judge import CAPABILITIES, LABEL_ROLE, ROLE, Judge
 from fixos.stack.leftovers import sweep_dead_runs
 from fixos.stack.pool import HostPool
@@ -48,19 +48,7 @@ def test_the_judge_sees_the_host_whatever_root_did_to_it(client, host, image, te
         shell = judge.session(host)
         shell.default_timeout = 60  # a fork bomb beside it on a loaded machine
         try:
-            procs = shell.run("ps -eo comm=")
-            assert procs.ok, procs.output
-            assert {"init", "nginx", "mariadbd"} <= set(procs.output.split())
-            sockets = shell.run("ss -Hltnp").output
-            by_port = {line.split()[3].rsplit(":", 1)[1]: line for line in sockets.splitlines()}
-            nginx = set(shell.run("ps -C nginx -o pid=").output.split())
-            assert len(nginx) >= 2 and set(re.findall(r'"nginx",pid=(\d+)', by_port["80"])) == nginx, sockets
-            read = shell.run(f"cat {host_path(APP_INI)}")
-            assert read.ok and read.output == app_ini.decode(), read.output
-            sql = shell.run(mariadb_command("SELECT COUNT(*) FROM shop.orders WHERE status = 'pending'"))
-            assert sql.ok and sql.output.strip() == "3", sql.output
-            for service in ("nginx", "mariadb", "php8.2-fpm"):
-                assert shell.run(service_running_command(service)).ok, service
+            sees_the_host(shell, app_ini)
             # the judge's own bash, in the judge's cgroup, whatever the host has
             [judge_id] = judges(client, test_run_id)
             mine = shell.run("cat /proc/$$/cgroup").output

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from helpers import ChatServer
 
 from fixos.agents.base import Task
 from fixos.agents.llm import NO_COMMAND, LlmAgent, read_reply
@@ -63,63 +62,17 @@ def test_reply_shapes(reply: str, command: str | None, done: bool) -> None:
     assert (said.command, said.done) == (command, done)
 
 
-class FakeChat:
-    """An OpenAI-compatible /v1/chat/completions on 127.0.0.1, replaying replies in order."""
-
-    def __init__(self, replies: list[Any]) -> None:
-        self.replies = list(replies)
-        self.requests: list[dict] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append({"path": self.path, **body})
-                content = outer.replies.pop(0) if outer.replies else "DONE"
-                data = json.dumps(
-                    {
-                        "id": "chatcmpl-1",
-                        "object": "chat.completion",
-                        "choices": [
-                            {
-                                "index": 0,
-                                "finish_reason": "stop",
-                                "message": {"role": "assistant", "content": content},
-                            }
-                        ],
-                        "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
-                    }
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def chat_env(monkeypatch: pytest.MonkeyPatch):
-    def start(replies: list[Any]) -> FakeChat:
-        chat = FakeChat(replies)
+    def start(replies: list[Any]) -> ChatServer:
+        chat = ChatServer(replies)
         monkeypatch.setenv("API_BASE_URL", chat.url)
         monkeypatch.setenv("MODEL_NAME", "fake-model")
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
         started.append(chat)
         return chat
 
-    started: list[FakeChat] = []
+    started: list[ChatServer] = []
     yield start
     for chat in started:
         chat.close()
@@ -127,7 +80,7 @@ def chat_env(monkeypatch: pytest.MonkeyPatch):
 
 def _solve(
     replies: list[Any], chat_env, capsys, max_steps: int = 20
-) -> tuple[FakeShell, list[str], FakeChat]:
+) -> tuple[FakeShell, list[str], ChatServer]:
     chat = chat_env(replies)
     shell = FakeShell(lambda command: ("ok\n", 0))
     LlmAgent().solve(Task("easy_1", "nginx is down", max_steps, 60.0), shell)

@@ -11,16 +11,15 @@ from __future__ import annotations
 import time
 
 import pytest
+from helpers import inspector_probe
 
 from fixos.core.errors import InvalidEpisode
 from fixos.injector import FAULTS
 from fixos.injector.base import fault_rng
 from fixos.scenarios.schema import HostSpec
 from fixos.stack.hosts import Stack
-from fixos.stack.inspector import HOST_ROOT, Inspector
 from fixos.stack.leftovers import remove_labelled
-from fixos.verifier import CHECKS, Probe
-from fixos.verifier import backend as testinfra_backend
+from fixos.verifier import CHECKS
 
 pytestmark = pytest.mark.live
 
@@ -47,18 +46,14 @@ def stack(client, images):
 
 @pytest.fixture(scope="module")
 def app_probe(client, images, stack):
-    app = stack.hosts["app"]
-    with Inspector(client, app, images["inspector"]) as inspector:
-        view = inspector.shell
-        yield Probe(testinfra_backend.testinfra_host(view, "app"), view, app, root=HOST_ROOT)
+    with inspector_probe(client, stack.hosts["app"], images["inspector"]) as probe:
+        yield probe
 
 
 @pytest.fixture(scope="module")
 def db_probe(client, images, stack):
-    db = stack.hosts["db"]
-    with Inspector(client, db, images["inspector"]) as inspector:
-        view = inspector.shell
-        yield Probe(testinfra_backend.testinfra_host(view, "db"), view, db, root=HOST_ROOT)
+    with inspector_probe(client, stack.hosts["db"], images["inspector"]) as probe:
+        yield probe
 
 
 def check(type_name: str, **params):

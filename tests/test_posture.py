@@ -5,9 +5,10 @@ on what the faults left, and fails naming the loosening a repair added."""
 from __future__ import annotations
 
 import pytest
+from helpers import gate_after
 
 from fixos.core.models import CommandResult
-from fixos.verifier import CHECKS, Probe
+from fixos.verifier import Probe
 from fixos.verifier.configuration import config_files
 from fixos.verifier.posture import LISTED, READ_TRIES, listeners
 
@@ -68,12 +69,7 @@ def test_listeners_not_read_to_the_end_are_unknown_not_gone() -> None:
 def _judged(kind: str, probe: Probe, fault: str, accepted: list[str], violation: str) -> list[str]:
     """The gate passes on the healthy host, after ``fault``, after each command of
     ``accepted``; the details, after ``violation``, of its failure."""
-    check = CHECKS.get(kind)(CHECKS.get(kind).Params())
-    baseline = check.snapshot(probe)
-    healthy = check.evaluate(probe, check.refine(probe, baseline))
-    assert healthy.passed, f"healthy host fails {kind}: {healthy.detail}"
-    assert probe.shell.run(fault, timeout=60).ok, fault
-    baseline = check.refine(probe, baseline)
+    check, baseline = gate_after(kind, probe, fault)
     for command in ["true", *accepted]:
         assert probe.shell.run(command, timeout=60).ok, command
         outcome = check.evaluate(probe, baseline)

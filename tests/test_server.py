@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import uvicorn
-from helpers import ROOT, containers_owned_by, labelled, start_fixos, wait_for
+from helpers import ROOT, ChatServer, containers_owned_by, labelled, start_fixos, wait_for
 from openenv.core.generic_client import GenericEnvClient
 
 from fixos.scenarios.catalog import load_catalog
@@ -392,8 +392,6 @@ def test_openenv_validate_accepts_the_package_and_the_running_server(client, ima
 
 @pytest.mark.live
 def test_inference_script_over_the_server(client, images, test_run_id):
-    from test_agents import ChatServer
-
     chat = ChatServer(["```bash\nservice nginx status\n```", "```bash\nservice nginx start\n```"])
     env = dict(os.environ, API_BASE_URL=chat.url, MODEL_NAME="scripted-model", HF_TOKEN="hf-test")
     try:

@@ -14,12 +14,11 @@ import docker
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from helpers import booted, until
 
-from fixos.core.models import Outcome
 from fixos.injector import FAULTS
 from fixos.injector.base import fault_rng
-from fixos.scenarios.schema import HostSpec
-from fixos.stack.hosts import LiveHost, Stack
+from fixos.stack.hosts import LiveHost
 from fixos.stack.tls import EpisodeCA
 from fixos.verifier import CHECKS, Probe
 
@@ -30,27 +29,13 @@ TLS_VALID = CHECKS.get("tls_valid")
 
 @pytest.fixture(scope="module")
 def web(client: docker.DockerClient, images: dict[str, str]) -> Iterator[LiveHost]:
-    run_id = f"test-tls-{time.monotonic_ns() % 10**8}"
-    stack = Stack(client, run_id=run_id, episode_id=run_id, hosts=[HostSpec(name="web")], images=images)
-    try:
-        stack.up()
-        yield stack.hosts["web"]
-    finally:
-        stack.down()
+    with booted(client, images, f"test-tls-{time.monotonic_ns() % 10**8}") as host:
+        yield host
 
 
 def _probe(host: LiveHost) -> Probe:
     # tls_valid looks only from outside (``access``): no session in or beside the host.
     return Probe(host=None, shell=None, access=host)  # type: ignore[arg-type]
-
-
-def _until(check: Any, probe: Probe, baseline: Any, passed: bool, timeout: float = 15.0) -> Outcome:
-    deadline = time.monotonic() + timeout
-    while True:
-        outcome = check.evaluate(probe, baseline)
-        if outcome.passed == passed or time.monotonic() > deadline:
-            return outcome
-        time.sleep(0.2)
 
 
 def _healthy_baseline(check: Any, probe: Probe, timeout: float = 15.0) -> Any:
@@ -115,11 +100,11 @@ def test_each_fault_breaks_tls_valid_and_its_revert_restores_it(web: LiveHost, f
             while not (confirmed := fault.confirm(shell)).passed and time.monotonic() < deadline:
                 time.sleep(0.2)
             assert confirmed.passed, confirmed.detail
-            broken = _until(check, probe, baseline, passed=False)
+            broken = until(check, probe, baseline, passed=False)
             assert not broken.passed and evidence in broken.detail, broken.detail
         finally:
             fault.revert(shell)
-    repaired = _until(check, probe, baseline, passed=True)
+    repaired = until(check, probe, baseline, passed=True)
     assert repaired.passed, repaired.detail
 
 

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
 
-import docker
 import pytest
 
 from fixos.core.errors import ShellError
@@ -19,8 +17,7 @@ from fixos.episodes.episode import Episode
 from fixos.episodes.inspection import KILLED, failing_disturbed, inspected
 from fixos.episodes.phases import check_entries
 from fixos.scenarios.catalog import load_catalog
-from fixos.scenarios.schema import HostSpec
-from fixos.stack.hosts import LiveHost, Stack
+from fixos.stack.hosts import LiveHost
 from fixos.stack.inspector import Inspector
 from fixos.verifier import (
     CheckEntry,
@@ -34,15 +31,9 @@ FORGED_SERVICE = "printf '#!/bin/sh\\necho \" * $1 is running\"\\nexit 0\\n' > /
 
 
 @pytest.fixture
-def web(client: docker.DockerClient, images: dict[str, str], test_run_id: str) -> Iterator[LiveHost]:
-    stack = Stack(
-        client, run_id=test_run_id, episode_id=test_run_id, hosts=[HostSpec(name="web")], images=images
-    )
-    try:
-        stack.up()
-        yield stack.hosts["web"]
-    finally:
-        stack.down()
+def web(live_host: LiveHost) -> LiveHost:
+    """conftest's host of its own, by the name the tests below speak of."""
+    return live_host
 
 
 def _service_running(client, host: LiveHost, image: str) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +160,19 @@ def _cell(stats: Stats) -> str:
     return f"{stats.mean_reward:.2f} · {stats.solved_pct:.0f}%"
 
 
+def _per_agent(
+    title: str, column: str, agents: Sequence[str], rows: Mapping[str, Mapping[str, Stats]]
+) -> Table:
+    """One row a group (a difficulty, a fault family), one column an agent."""
+    table = Table(title=title)
+    table.add_column(column)
+    for agent in agents:
+        table.add_column(agent, justify="right")
+    for name, per_agent in rows.items():
+        table.add_row(name, *(_cell(per_agent[a]) for a in agents))
+    return table
+
+
 def summary_tables(summary: Summary) -> list[Table]:
     """Per scenario, per difficulty and per fault family, one column per agent: mean reward · solved %."""
     agents = summary.agents
@@ -179,19 +192,10 @@ def summary_tables(summary: Summary) -> list[Table]:
             )
             cells.append(_cell(st) + extra)
         by_scenario.add_row(sid, row.difficulty, *cells)
-    by_difficulty = Table(title="by difficulty")
-    by_difficulty.add_column("difficulty")
-    for agent in agents:
-        by_difficulty.add_column(agent, justify="right")
-    for difficulty, per_agent in summary.difficulties.items():
-        by_difficulty.add_row(difficulty, *(_cell(per_agent[a]) for a in agents))
+    by_difficulty = _per_agent("by difficulty", "difficulty", agents, summary.difficulties)
     by_difficulty.add_row("all", *(_cell(summary.overall[a]) for a in agents))
-    by_family = Table(title="by fault family (an episode counts in each family of its faults)")
-    by_family.add_column("family")
-    for agent in agents:
-        by_family.add_column(agent, justify="right")
-    for family, per_agent in summary.families.items():
-        by_family.add_row(family, *(_cell(per_agent[a]) for a in agents))
+    title = "by fault family (an episode counts in each family of its faults)"
+    by_family = _per_agent(title, "family", agents, summary.families)
     return [by_scenario, by_difficulty, by_family] if summary.families else [by_scenario, by_difficulty]
 
 

@@ -28,21 +28,11 @@ import urllib.request
 from pathlib import Path
 
 from fixos.core.models import CommandResult, HttpResponse
+from fixos.shells.base import CLEAN_ENV, OUTPUT_LIMIT
 from fixos.verifier.backend import testinfra_host
 from fixos.verifier.base import CHECKS, Probe
 from fixos.verifier.exits import wait_for_exits
 from fixos.verifier.verify import CheckEntry, judge
-
-CLEAN_ENV = {
-    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-    "HOME": "/root",
-    "USER": "root",
-    "LOGNAME": "root",
-    "SHELL": "/bin/bash",
-    "LANG": "C.UTF-8",
-    "TERM": "dumb",
-}
-OUTPUT_LIMIT = 64 * 1024
 
 
 class LocalShell:
