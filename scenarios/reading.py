@@ -114,8 +114,11 @@ def read_yaml(path: Path) -> Any:
             where = "YAML"
         problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or str(exc).splitlines()[0]
         raise FileProblem(where, f"invalid YAML: {_cut(problem)}") from None
-    except (ValueError, TypeError, OverflowError) as exc:  # a tagged value PyYAML cannot build (!!int x)
-        raise FileProblem("YAML", f"invalid value: {_cut(str(exc))}") from None
+    except (ValueError, TypeError, OverflowError, IndexError, KeyError, AttributeError) as exc:
+        # a tagged value PyYAML cannot build: `!!int x` (ValueError), `!!int` with nothing
+        # (IndexError), `!!bool ''` (KeyError), `!!timestamp x` (AttributeError)
+        detail = str(exc) or type(exc).__name__
+        raise FileProblem("YAML", f"invalid value: {_cut(detail)}") from None
     finally:
         if loader is not None:
             loader.dispose()

@@ -158,6 +158,9 @@ def test_aliases_that_stay_small_still_load(tmp_path):
         ("id: &a [*a]\n", "refers to a node containing it"),
         ("id: " + "[" * 5000 + "]" * 5000 + "\n", "nested more than"),
         ("id: !!int seven\n", "YAML: invalid value"),
+        ("id: !!int\n", "YAML: invalid value"),  # PyYAML's constructors raise IndexError,
+        ("id: !!bool ''\n", "YAML: invalid value"),  # KeyError and AttributeError too
+        ("id: !!timestamp x\n", "YAML: invalid value"),
         ("id: 2001-13-01\n", "YAML: invalid value"),
         ("id: easy\x00\n", "line 1: invalid YAML"),
     ],
