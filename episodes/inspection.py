@@ -33,7 +33,7 @@ from ..stack.hosts import LiveHost
 from ..stack.inspector import HOST_ROOT, Inspector
 from ..stack.judge import NAME_FILES, REFRESH_NAMES, Judge
 from ..verifier import CheckEntry, Probe
-from ..verifier.backend import testinfra_host
+from ..verifier.backend import kept_testinfra_host
 from ..verifier.verify import reward_of
 
 KILLED = "the host kills its inspector"
@@ -156,7 +156,7 @@ def _looking(
     ``facts``: the judgement's fingerprints of each host, where taken."""
     probes = {
         name: Probe(
-            testinfra_host(shell, name),  # type: ignore[arg-type]
+            kept_testinfra_host(shell, name, None if memos is None else memos.setdefault(name, {})),
             shell,  # type: ignore[arg-type]
             hosts[name],
             patient,

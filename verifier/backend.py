@@ -34,3 +34,16 @@ def testinfra_host(shell: Shell, name: str = "fixos") -> testinfra.host.Host:
     host = testinfra.host.Host(backend)
     backend.set_host(host)
     return host
+
+
+def kept_testinfra_host(shell: Shell, name: str, memo: dict[str, Any] | None) -> testinfra.host.Host:
+    """testinfra over ``shell``, kept in an episode's ``memo`` for a host while the same
+    kept sessions judge it: it learns the looking side's system (``uname``, os-release,
+    ``command -v``, the same at every judgement) once an episode, not once a judgement."""
+    kept = memo.get("testinfra") if memo is not None else None
+    if kept is not None and kept[0] is shell:
+        return kept[1]
+    host = testinfra_host(shell, name)
+    if memo is not None:
+        memo["testinfra"] = (shell, host)
+    return host
