@@ -15,7 +15,7 @@ from ..core.words import word
 from ..shells.base import Shell
 from .base import FAULTS, Fault, FaultParams
 from .edit import install_script
-from .process import culprit_path
+from .process import Culprit, culprit_path
 
 # Where junk really piles up on a box like this, and what it looks like inside.
 JUNK = [
@@ -48,6 +48,17 @@ def _df(shell: Shell, path: str) -> tuple[int, int, int]:
     out = shell.run(f"df -B1 --output=size,used,avail {shlex.quote(path)} | tail -n 1", timeout=10)
     size, used, avail = (int(x) for x in out.output.split())
     return size, used, avail
+
+
+def _junk_bytes(shell: Shell, path: str, percent: int) -> int:
+    """How many bytes of junk fill the filesystem holding ``path`` to ``percent`` as ``df`` shows it."""
+    size, used, _ = _df(shell, path)
+    # df rounds Use% up, so aim half a percent under the target. Rounding
+    # what is already used (a little different at each boot) keeps the
+    # junk's sizes identical for the same seed.
+    target = size * (percent - 0.5) / 100
+    used_rounded = -(-used // _GRAIN) * _GRAIN
+    return max(0, int(target - used_rounded)) // 4096 * 4096
 
 
 def _percent(shell: Shell, path: str) -> int:
@@ -86,13 +97,7 @@ class DiskFill(Fault):
             raise InvalidEpisode(f"{self.params.path} is not a bounded filesystem of the host")
         picks = rng.sample(JUNK, rng.randint(1, 3))
         weights = [rng.randint(1, 5) for _ in picks]
-        size, used, _ = _df(shell, self.params.path)
-        # df rounds Use% up, so aim half a percent under the target. Rounding
-        # what is already used (a little different at each boot) keeps the
-        # junk's sizes identical for the same seed.
-        target = size * (self.params.percent - 0.5) / 100
-        used_rounded = -(-used // _GRAIN) * _GRAIN
-        need = max(0, int(target - used_rounded)) // 4096 * 4096
+        need = _junk_bytes(shell, self.params.path, self.params.percent)
         files = []
         for (path, line), weight in zip(picks, weights, strict=True):
             nbytes = need * weight // sum(weights)
@@ -135,32 +140,22 @@ HOLDERS = [
 
 
 @FAULTS.register
-class DeletedOpenFile(Fault):
+class DeletedOpenFile(Culprit, Fault):
     """A daemon still holds a log file someone deleted: ``df`` shows the filesystem
     ``percent`` full while ``du`` finds nothing. Space returns only when the
     holder closes it (restart or kill it, or truncate through /proc)."""
 
     type = "deleted_open_file"
     records = ("name", "pid", "path", "file", "bytes")
-
-    def fix(self, seeded: Mapping[str, Any]) -> str:
-        """The culprit killed, by the PID it recorded."""
-        return f"kill {word(seeded['pid'])}"
-
-    class Params(FaultParams):
-        path: str = "/var/log"
-        percent: int = Field(ge=50, le=100)
+    # The same filesystem and fill target as disk_fill's; the holder (``Culprit``) is
+    # the culprit, its name, path and PID kept and its reference repair a kill.
+    Params = DiskFill.Params
 
     def __init__(self, params: FaultParams) -> None:
         super().__init__(params)
-        self.name = ""
-        """the holder's program and where it is installed, drawn from the seed, as are the log
-        it holds and its junk line"""
-        self.path = ""
         self.log = ""
+        """the log the holder keeps open and its junk line, drawn from the seed"""
         self.line = ""
-        self.pid: int | None = None
-        """where inject started the holder"""
 
     def prepare(self, shell: Shell, rng: random.Random) -> None:
         self.name, self.log = rng.choice(HOLDERS)
@@ -174,9 +169,7 @@ class DeletedOpenFile(Fault):
             shell.run(f"setsid {self.path} </dev/null >/dev/null 2>&1 & echo $!").output.split()[-1]
         )
         shell.run(f"for i in $(seq 1 50); do [ -e {self.log} ] && break; sleep 0.05; done")
-        size, used, _ = _df(shell, self.params.path)
-        target = size * (self.params.percent - 0.5) / 100
-        need = max(0, int(target - (-(-used // _GRAIN) * _GRAIN))) // 4096 * 4096
+        need = _junk_bytes(shell, self.params.path, self.params.percent)
         quoted = shlex.quote(self.log)
         # `;`, not `&&`: under a session's pipefail `yes` ends by SIGPIPE (141) and the file
         # stayed; a short write shows in confirm's df figure anyway.

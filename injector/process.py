@@ -57,7 +57,7 @@ def culprit_path(rng: random.Random, name: str) -> str:
             return path
 
 
-class _Culprit:
+class Culprit:
     """Shared by the faults whose culprit is one program started from a seeded path (a
     mixin, not a Fault: every Fault class is a registered type): what it records, and
     the reference repair that kills it."""
@@ -165,7 +165,7 @@ while (my $c = $s->accept) {{
 
 
 @FAULTS.register
-class PortSquatter(_Culprit, Fault):
+class PortSquatter(Culprit, Fault):
     """Another program holds the service's port, so the service cannot start again."""
 
     type = "port_squatter"
@@ -226,7 +226,7 @@ sleep 3600 while 1;
 
 
 @FAULTS.register
-class MemoryHog(_Culprit, Fault):
+class MemoryHog(Culprit, Fault):
     """A process holds most of the host's memory (the share is seeded within a range)."""
 
     type = "memory_hog"
@@ -284,7 +284,7 @@ done
 
 
 @FAULTS.register
-class ServiceKiller(_Culprit, Fault):
+class ServiceKiller(Culprit, Fault):
     """A forgotten watchdog kills the service every few seconds: a plain restart
     only helps until its next round."""
 

@@ -7,13 +7,13 @@ results/perf.json. Machines are noisy: read medians and ratios, not single runs.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
+from perf_results import write_results
 from rich.table import Table
 
 from fixos.bench.local import Bench, Plan
@@ -168,9 +168,7 @@ def main() -> int:
     for name, value in figures.items():
         table.add_row(name, f"{value:.3f}")
     console.print(table)
-    out = ROOT / "results" / "perf.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"figures": figures, "targets": TARGETS, "when": time.time()}, indent=2) + "\n")
+    out = write_results("perf", {"figures": figures, "targets": TARGETS})
     console.print(f"written {out}")
     return 0
 

@@ -12,7 +12,6 @@ episodes per minute, FixOS / Harbor.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import secrets
 import statistics
@@ -23,6 +22,7 @@ import time
 from pathlib import Path
 
 from harbor_env import ROOT, ensure_harbor, harbor_env, run_job
+from perf_results import write_results
 
 from fixos.bench.local import Bench, Plan
 from fixos.episodes.episode import new_run_id
@@ -120,9 +120,7 @@ def main() -> int:
     figures["load average (1 min) at the end"] = os.getloadavg()[0]
     for name, value in figures.items():
         console.print(f"{name}: {value:.2f}", markup=False, highlight=False)
-    out = ROOT / "results" / "perf-harbor.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"figures": figures, "when": time.time()}, indent=2) + "\n")
+    write_results("perf-harbor", {"figures": figures})
     return 0
 
 

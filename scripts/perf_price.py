@@ -21,7 +21,6 @@ episodes per minute, and CPU-seconds per episode, over EPISODES easy_1 episodes 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -29,6 +28,7 @@ import time
 from pathlib import Path
 
 from perf_harbor import machine_cpu_seconds
+from perf_results import write_results
 from rich.table import Table
 
 from fixos.bench.local import Bench, Plan
@@ -188,9 +188,7 @@ def main() -> int:
     for name, value in figures.items():
         table.add_row(name, f"{value:.3f}")
     console.print(table)
-    out = ROOT / "results" / "perf-price.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"figures": figures, "when": time.time()}, indent=2) + "\n")
+    write_results("perf-price", {"figures": figures})
     return 0
 
 

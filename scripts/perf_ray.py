@@ -18,13 +18,14 @@ and the veth. Prints a table and writes results/perf-ray.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from perf_results import write_results
 
 from fixos.bench.local import Plan
 from fixos.bench.on_ray import RayBench
@@ -128,9 +129,7 @@ def main() -> int:
     figures = measure_ray(args.episodes, args.timeout)
     for name, value in figures.items():
         print(f"{name:60} {value:8.2f}")
-    out = ROOT / "results" / "perf-ray.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"figures": figures, "when": time.time()}, indent=2) + "\n")
+    out = write_results("perf-ray", {"figures": figures})
     print(f"written {out}")
     return 0
 

@@ -17,7 +17,6 @@ on a shared machine the figures measure the machine as much as FixOS).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import socket
 import statistics
@@ -25,9 +24,9 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import uvicorn
+from perf_results import write_results
 
 from fixos.server import FixOSAction, FixOSEnv
 from fixos.server.app import create_fixos_app
@@ -35,7 +34,6 @@ from fixos.server.context import ServerContext
 from fixos.stack.leftovers import remove_labelled
 
 TASK = "easy_1"
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def pct(values: list[float], q: float) -> float:
@@ -206,14 +204,8 @@ def main() -> int:
             rows.append(row)
             print(f"{n} sessions ({mode}) done: {row}", flush=True)
     print_table(rows)
-    out = ROOT / "results" / "perf-sessions.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(
-        json.dumps(
-            {"task": TASK, "steps": args.steps, "cpus": os.cpu_count(), "rows": rows, "when": time.time()},
-            indent=2,
-        )
-        + "\n"
+    out = write_results(
+        "perf-sessions", {"task": TASK, "steps": args.steps, "cpus": os.cpu_count(), "rows": rows}
     )
     print(f"written {out}")
     return 0

@@ -16,7 +16,9 @@ from typing import Any, TypeVar
 import docker
 
 from fixos.bench.local import Events
-from fixos.core.models import Outcome
+from fixos.core.models import CheckResult, Outcome, Verdict
+from fixos.records.failures import EpisodeStatus, Failure, FailureKind
+from fixos.records.models import EpisodeRecord, Timings
 from fixos.scenarios.schema import HostSpec
 from fixos.shells.base import Shell
 from fixos.stack.hosts import LABEL_OWNER, LABEL_RUN, LiveHost, Stack
@@ -222,3 +224,37 @@ class ChatServer:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def episode_record(
+    scenario: str,
+    agent: str,
+    reward: float | None,
+    *,
+    seed: int = 1,
+    difficulty: str = "easy",
+    families: list[str] | None = None,
+) -> EpisodeRecord:
+    """A finished episode as the bench records it: scored ``reward`` (one check, passed at 1.0),
+    or invalid (a boot failure) where ``reward`` is None."""
+    verdict = (
+        None if reward is None else Verdict(reward, [CheckResult("c", "t", reward == 1.0, True, 1, "d")])
+    )
+    return EpisodeRecord(
+        run_id="r",
+        episode_id=f"{scenario}-s{seed}-{agent}",
+        scenario=scenario,
+        difficulty=difficulty,
+        seed=seed,
+        agent=agent,
+        families=families or [],
+        status=EpisodeStatus.scored if reward is not None else EpisodeStatus.invalid,
+        reward=reward,
+        solved=reward == 1.0,
+        steps=3,
+        timings=Timings(reset=1, agent=2, verify=0.1),
+        verdict=verdict,
+        failure=None
+        if reward is not None
+        else Failure(kind=FailureKind.boot_failed, detail="StackError: boom"),
+    )

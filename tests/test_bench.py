@@ -11,44 +11,16 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from helpers import Watch, containers_owned_by, labelled, start_fixos, wait_for
+from helpers import Watch, containers_owned_by, episode_record, labelled, start_fixos, wait_for
 from rich.console import Console
 
 from fixos.bench.local import Bench, Plan, parse_shard
 from fixos.cli.main import main
-from fixos.core.models import CheckResult, Verdict
-from fixos.records.failures import EpisodeStatus, Failure, FailureKind
-from fixos.records.models import EpisodeRecord, Timings
 from fixos.records.report import junit_xml, write_reports
 from fixos.records.rundir import RunDir
 from fixos.records.summary import compare, summarize
 from fixos.scenarios.catalog import load_catalog
 from fixos.stack.engine import Engine
-
-
-def record(
-    scenario: str, agent: str, reward: float | None, seed: int = 1, difficulty: str = "easy"
-) -> EpisodeRecord:
-    verdict = (
-        None if reward is None else Verdict(reward, [CheckResult("c", "t", reward == 1.0, True, 1, "d")])
-    )
-    return EpisodeRecord(
-        run_id="r",
-        episode_id=f"{scenario}-s{seed}-{agent}",
-        scenario=scenario,
-        difficulty=difficulty,
-        seed=seed,
-        agent=agent,
-        status=EpisodeStatus.scored if reward is not None else EpisodeStatus.invalid,
-        reward=reward,
-        solved=reward == 1.0,
-        steps=3,
-        timings=Timings(reset=1, agent=2, verify=0.1),
-        verdict=verdict,
-        failure=None
-        if reward is not None
-        else Failure(kind=FailureKind.boot_failed, detail="StackError: boom"),
-    )
 
 
 def test_shards_split_the_jobs_deterministically():
@@ -62,7 +34,11 @@ def test_shards_split_the_jobs_deterministically():
 
 
 def test_junit_has_a_testcase_per_episode_with_failures_and_errors():
-    records = [record("easy_1", "oracle", 1.0), record("easy_1", "nop", 0.0), record("easy_2", "nop", None)]
+    records = [
+        episode_record("easy_1", "oracle", 1.0),
+        episode_record("easy_1", "nop", 0.0),
+        episode_record("easy_2", "nop", None),
+    ]
     suite = ET.fromstring(junit_xml("r", records).split("\n", 1)[1])
     cases = suite.findall("testcase")
     assert [c.get("name") for c in cases] == [r.episode_id for r in records]
@@ -74,21 +50,37 @@ def test_junit_has_a_testcase_per_episode_with_failures_and_errors():
 
 def test_compare_flags_drops_and_broken_scenarios_only():
     base = summarize(
-        "old", [record("easy_1", "baseline", 1.0), record("hard_1", "baseline", 0.6, difficulty="hard")]
+        "old",
+        [
+            episode_record("easy_1", "baseline", 1.0),
+            episode_record("hard_1", "baseline", 0.6, difficulty="hard"),
+        ],
     )
     same = summarize(
-        "new", [record("easy_1", "baseline", 1.0), record("hard_1", "baseline", 0.6, difficulty="hard")]
+        "new",
+        [
+            episode_record("easy_1", "baseline", 1.0),
+            episode_record("hard_1", "baseline", 0.6, difficulty="hard"),
+        ],
     )
     assert compare(same, base, 0.05) == []
     within = summarize(
-        "new", [record("easy_1", "baseline", 1.0), record("hard_1", "baseline", 0.56, difficulty="hard")]
+        "new",
+        [
+            episode_record("easy_1", "baseline", 1.0),
+            episode_record("hard_1", "baseline", 0.56, difficulty="hard"),
+        ],
     )
     assert compare(within, base, 0.05) == []
     worse = summarize(
-        "new", [record("easy_1", "baseline", 0.5), record("hard_1", "baseline", 0.6, difficulty="hard")]
+        "new",
+        [
+            episode_record("easy_1", "baseline", 0.5),
+            episode_record("hard_1", "baseline", 0.6, difficulty="hard"),
+        ],
     )
     assert compare(worse, base, 0.05) == ["easy_1 (baseline): mean reward 0.50 < 1.00 - 0.05"]
-    broken = summarize("new", [record("easy_1", "oracle", 0.5)])
+    broken = summarize("new", [episode_record("easy_1", "oracle", 0.5)])
     assert compare(broken, summarize("old", []), 0.05) == [
         "broken scenario: oracle scored below 1.0 in easy_1-s1-oracle"
     ]
@@ -96,9 +88,9 @@ def test_compare_flags_drops_and_broken_scenarios_only():
 
 def test_reports_render(tmp_path):
     records = [
-        record("easy_1", "oracle", 1.0),
-        record("easy_1", "nop", 0.0),
-        record("hard_1", "nop", 0.5, difficulty="hard"),
+        episode_record("easy_1", "oracle", 1.0),
+        episode_record("easy_1", "nop", 0.0),
+        episode_record("hard_1", "nop", 0.5, difficulty="hard"),
     ]
     summary = write_reports(tmp_path, "r", records)
     assert summary.scenarios["easy_1"].agents["oracle"].solved_pct == 100.0

@@ -3,12 +3,11 @@ summary, report and console tables give the solve rate per family. Fast: no cont
 
 from __future__ import annotations
 
+from helpers import episode_record
 from rich.console import Console
 
 from fixos.injector import FAULTS
 from fixos.injector.families import FAMILIES, families_of, family_of
-from fixos.records.failures import EpisodeStatus
-from fixos.records.models import EpisodeRecord, Timings
 from fixos.records.report import markdown
 from fixos.records.summary import summarize
 from fixos.scenarios.catalog import load_catalog
@@ -35,30 +34,13 @@ def test_every_scenario_belongs_to_known_families() -> None:
         assert set(families_of(scenario.fault_types)) <= KNOWN, scenario.id
 
 
-def _record(scenario: str, agent: str, families: list[str], reward: float | None) -> EpisodeRecord:
-    return EpisodeRecord(
-        run_id="r",
-        episode_id=f"{scenario}-s1-{agent}",
-        scenario=scenario,
-        difficulty="medium",
-        seed=1,
-        agent=agent,
-        families=families,
-        status=EpisodeStatus.scored if reward is not None else EpisodeStatus.invalid,
-        reward=reward,
-        solved=reward == 1.0,
-        steps=3,
-        timings=Timings(agent=1.0),
-    )
-
-
 def test_the_summary_gives_the_solve_rate_per_family() -> None:
     records = [
-        _record("a", "baseline", ["process"], 1.0),
-        _record("b", "baseline", ["process", "disk"], 0.5),  # counts in both families
-        _record("c", "baseline", ["disk"], 0.0),
-        _record("d", "baseline", ["tls"], None),  # invalid: in the count, not in the rate
-        _record("a", "oracle", ["process"], 1.0),
+        episode_record("a", "baseline", 1.0, families=["process"]),
+        episode_record("b", "baseline", 0.5, families=["process", "disk"]),  # counts in both families
+        episode_record("c", "baseline", 0.0, families=["disk"]),
+        episode_record("d", "baseline", None, families=["tls"]),  # invalid: in the count, not in the rate
+        episode_record("a", "oracle", 1.0, families=["process"]),
     ]
     summary = summarize("r", records)
     process, disk, tls = (summary.families[f]["baseline"] for f in ("process", "disk", "tls"))
@@ -81,7 +63,7 @@ def test_the_summary_gives_the_solve_rate_per_family() -> None:
 
 
 def test_a_summary_written_before_families_still_reads() -> None:
-    summary = summarize("r", [_record("a", "baseline", ["process"], 1.0)])
+    summary = summarize("r", [episode_record("a", "baseline", 1.0, families=["process"])])
     data = summary.model_dump(mode="json")
     del data["families"]
     assert type(summary).model_validate(data).families == {}

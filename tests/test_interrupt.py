@@ -7,6 +7,8 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
@@ -134,23 +136,37 @@ def _read_until(proc, marker: str, timeout: float) -> list[str]:
     return lines
 
 
-@pytest.mark.live
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_ends_a_run_waiting_for_an_external_agent(client, images, tmp_path, signum) -> None:
-    proc = start_fixos("run", "easy_1", "--agent", "external", "--results", str(tmp_path))
+def _stop(proc, signum: int, *, after: float, wait: float) -> float:
+    """Seconds ``proc`` takes to exit once sent ``signum``, ``after`` seconds from now; a
+    process still there after ``wait`` more seconds fails the test."""
+    time.sleep(after)
+    sent = time.monotonic()
+    proc.send_signal(signum)
+    proc.wait(timeout=wait)
+    return time.monotonic() - sent
+
+
+@contextmanager
+def _reaped(proc) -> Iterator[None]:
+    """Kill and reap ``proc`` when the block ends with it still running: a failed test
+    leaves no child behind."""
     try:
-        lines = _read_until(proc, "When the host is repaired", timeout=120)
-        run_id = next(p.name for p in tmp_path.iterdir() if p.is_dir())
-        assert labelled(client, run_id), "the host is up while the agent waits"
-        time.sleep(1.0)
-        sent = time.monotonic()
-        proc.send_signal(signum)
-        proc.wait(timeout=30)
-        took = time.monotonic() - sent
+        yield
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_ends_a_run_waiting_for_an_external_agent(client, images, tmp_path, signum) -> None:
+    proc = start_fixos("run", "easy_1", "--agent", "external", "--results", str(tmp_path))
+    with _reaped(proc):
+        lines = _read_until(proc, "When the host is repaired", timeout=120)
+        run_id = next(p.name for p in tmp_path.iterdir() if p.is_dir())
+        assert labelled(client, run_id), "the host is up while the agent waits"
+        took = _stop(proc, signum, after=1.0, wait=30)
     time.sleep(0.2)  # the pump thread drains the last lines
     output = "".join(lines)
     assert proc.returncode == 130, output
@@ -177,22 +193,15 @@ def test_ctrl_c_ends_a_parallel_validation_and_leaves_nothing(client, images, tm
     """`fixos validate -j 2` runs its episodes as a bench does: Ctrl-C mid-episode ends it,
     exit 130, every container of the run removed."""
     proc = start_fixos("validate", "easy_1", "--seeds", "1", "-j", "2", "--results", str(tmp_path))
-    try:
+    with _reaped(proc):
         lines = _read_until(proc, "at a time; results in", timeout=180)
         run_id = next(p.name for p in tmp_path.iterdir() if p.is_dir())
         deadline = time.monotonic() + 120
         while not labelled(client, run_id) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert labelled(client, run_id), "the episodes' hosts are up"
-        time.sleep(2.0)  # into the episodes: resets, agents at work
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
-        took = time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        # 2 s on: into the episodes, resets, agents at work
+        took = _stop(proc, signal.SIGINT, after=2.0, wait=60)
     time.sleep(0.2)
     assert proc.returncode == 130, "".join(lines)
     # A take waiting for a spare stops at once (stack.pool); a reset's check already

@@ -375,6 +375,19 @@ class FailingGate(Waiting):
         return Outcome(False, self.params.label)
 
 
+def _page_and_failing_gate(
+    gate_seconds: float, **page: Any
+) -> tuple[Registry[Check], CheckEntry, CheckEntry]:
+    """A scored page (not compared with the healthy one) and an unscored gate that fails
+    after ``gate_seconds``, with a registry that knows both."""
+    registry: Registry[Check] = Registry("check type", [HttpPage, FailingGate])
+    entry = CheckEntry("page", "http_page", "web", True, 1.0, HttpPage.Params(same_as_healthy=False, **page))
+    gate = CheckEntry(
+        "gate", "failing_gate", "web", False, 1.0, FailingGate.Params(seconds=gate_seconds, label="x")
+    )
+    return registry, entry, gate
+
+
 def test_a_page_that_does_not_answer_is_not_waited_for_once_a_gate_has_failed(monkeypatch):
     """A do-nothing agent's final verdict (net_5: a throttled link, the gates failing) waited
     15 s for a page whose answer could not raise a reward of 0.0; the gate ends the wait."""
@@ -382,13 +395,9 @@ def test_a_page_that_does_not_answer_is_not_waited_for_once_a_gate_has_failed(mo
 
     monkeypatch.setattr(http, "FIRST_WAIT", 1.0)
     monkeypatch.setattr(http, "SECOND_WAIT", 1.0)
-    registry: Registry[Check] = Registry("check type", [HttpPage, FailingGate])
+    registry, page, gate = _page_and_failing_gate(0.3)
     hanging = SlowSite(slow=5, delay=5)
     try:
-        page = CheckEntry("page", "http_page", "web", True, 1.0, HttpPage.Params(same_as_healthy=False))
-        gate = CheckEntry(
-            "gate", "failing_gate", "web", False, 1.0, FailingGate.Params(seconds=0.3, label="x")
-        )
         started = time.monotonic()
         verdict = verify([page, gate], {"web": probe(hanging)}, {}, registry=registry)  # type: ignore[arg-type]
         took = time.monotonic() - started
@@ -407,13 +416,9 @@ def test_a_page_that_does_not_answer_is_not_waited_for_once_a_gate_has_failed(mo
 
 
 def test_a_hold_period_ends_when_a_gate_has_failed():
-    registry: Registry[Check] = Registry("check type", [HttpPage, FailingGate])
+    registry, page, gate = _page_and_failing_gate(0.2, hold_seconds=30)
     access = FakeAccess()
     access.pages["/"] = HttpResponse(200, b"up")
-    page = CheckEntry(
-        "page", "http_page", "web", True, 1.0, HttpPage.Params(same_as_healthy=False, hold_seconds=30)
-    )
-    gate = CheckEntry("gate", "failing_gate", "web", False, 1.0, FailingGate.Params(seconds=0.2, label="x"))
     started = time.monotonic()
     verdict = verify([page, gate], {"web": probe(access)}, {}, registry=registry)
     assert verdict.reward == 0.0 and time.monotonic() - started < 2.0
@@ -427,13 +432,9 @@ def test_the_broken_proof_waits_for_every_page_though_a_gate_failed(monkeypatch)
     from fixos.verifier import http, judge
 
     monkeypatch.setattr(http, "FIRST_WAIT", 0.5)
-    registry: Registry[Check] = Registry("check type", [HttpPage, FailingGate])
+    registry, page, gate = _page_and_failing_gate(0.0)
     slow = SlowSite(slow=1, delay=0.3)
     try:
-        page = CheckEntry("page", "http_page", "web", True, 1.0, HttpPage.Params(same_as_healthy=False))
-        gate = CheckEntry(
-            "gate", "failing_gate", "web", False, 1.0, FailingGate.Params(seconds=0.0, label="x")
-        )
         quick = Probe(host=None, shell=FakeShell(lambda c: ""), access=slow, patient=False)  # type: ignore[arg-type]
         broken = judge(
             [page, gate], {"web": quick}, {"page": None, "gate": None}, moment="broken", registry=registry
