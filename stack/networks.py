@@ -12,15 +12,13 @@ tried. The addresses live on this machine's bridges only.
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import os
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import docker
-from docker.errors import APIError, NotFound
+from docker.errors import APIError
 from docker.types import IPAMConfig, IPAMPool
 
 from ..core.errors import StackError
@@ -76,50 +74,3 @@ def create_network(client: docker.DockerClient, name: str, labels: dict[str, str
         f"no free subnet for network {name}: the engine's pools and {own_range()} are all in use"
         + (f" ({last.explanation})" if last is not None else "")
     )
-
-
-class EpisodeNetworks:
-    """Where each stack's network comes from and where it goes after the stack.
-
-    Alone (``keep=False``), a stack's network is made for it and removed after it. A warm
-    pool keeps the networks its stacks leave empty and hands each to a later stack of the
-    run: making and removing a bridge costs the engine ~0.13 CPU-s (its iptables rules),
-    every episode. Nothing of an episode stays in an empty network: the hosts were its
-    only members, and the engine drops their names with them (a host with NET_ADMIN
-    changes its own namespace, never the bridge). The networks keep the run's labels, so
-    the sweep of dead runs and ``fixos clean`` remove the kept ones too.
-    """
-
-    def __init__(self, client: docker.DockerClient, *, keep: bool) -> None:
-        self._client, self._keep = client, keep
-        self._free: list[Any] = []
-        self._lock = threading.Lock()
-
-    def take(self, name: str, labels: dict[str, str]) -> Any:
-        with self._lock:
-            if self._free:
-                return self._free.pop()
-        return create_network(self._client, name, labels)
-
-    def give(self, network: Any) -> None:
-        """Back from a stack that removed its hosts: kept when empty, else removed."""
-        try:
-            if self._keep:
-                network.reload()
-                if not network.attrs.get("Containers"):
-                    with self._lock:
-                        if self._keep:
-                            self._free.append(network)
-                            return
-            network.remove()
-        except NotFound:
-            pass
-
-    def close(self) -> None:
-        """Remove every kept network; from now on each given back is removed at once."""
-        with self._lock:
-            self._keep = False
-            kept, self._free = self._free, []
-        for network in kept:
-            with contextlib.suppress(NotFound):
-                network.remove()
