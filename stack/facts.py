@@ -45,6 +45,11 @@ SETTLING_NS = 50_000_000
 """an entry changed this recently (50 ms, more than a few ticks of the kernel's coarse
 clock) may change again with the same times: such facts never equal others."""
 
+MAX_ENTRIES = 200_000
+"""entries of a host's upper directory read at the most (a healthy host has a few thousand):
+past it the facts say nothing (never equal, no modes), and the checks ask the judge, whose
+listings are bounded, instead of this process walking a host that filled itself with files."""
+
 _PSEUDO = ("/proc", "/sys", "/dev")
 """mounts whose entries are the kernel's, not the host's state."""
 
@@ -92,6 +97,7 @@ class HostFacts:
         self._from_upper = 0
         """how many of the file entries are the upper directory's (the rest: the mounts')."""
         self._points: list[str] = []
+        self._overflow = False
 
     def _once(self, kind: str, read: Callable[[], object]) -> object:
         with self._locks[kind]:  # each kind once; different kinds side by side
@@ -106,6 +112,9 @@ class HostFacts:
         top = self._upper
         for dirpath, dirnames, filenames in os.walk(top):
             for name in dirnames + filenames:
+                if len(entries) >= MAX_ENTRIES:
+                    self._overflow = True  # a host that filled itself with files: read no further
+                    return []
                 full = f"{dirpath}/{name}"
                 try:
                     st = os.lstat(full)
@@ -158,6 +167,8 @@ class HostFacts:
         ``SETTLING_NS`` of the reading."""
         found = self._once("files", self._entries)
         assert isinstance(found, list)
+        if self._overflow:
+            return os.urandom(16)  # not read whole: equal to nothing, every check asked again
         digest = hashlib.sha256()
         for entry in found:
             if not _related(entry[0], trees, entries):
@@ -178,6 +189,8 @@ class HostFacts:
         directory overlay redirects to one of the image's (renamed without a copy)."""
         found = self._once("files", self._entries)
         assert isinstance(found, list)
+        if self._overflow:
+            return None
 
         def inside(path: str) -> bool:
             return any(_under(path, tree) for tree in trees)

@@ -9,6 +9,7 @@ drop-in added, a mode loosened, and a setting changed through MariaDB's own prot
 from __future__ import annotations
 
 import collections
+import os
 import time
 
 import pytest
@@ -172,6 +173,27 @@ def test_configuration_read_from_this_machine_is_the_judges_own_reading(live_hos
     assert len(by_find) > 50 and by_find["/etc/default/odd"].startswith("f ")
     assert "/etc/cron.d/x" in by_find and "/etc/cron.d.old/x" not in by_find
     assert "/etc/nginx/new.key" not in by_find and "/etc/nginx/mime.types" not in by_find
+
+
+def test_a_host_filled_with_files_past_the_bound_has_facts_equal_to_nothing(tmp_path, monkeypatch):
+    """Past ``MAX_ENTRIES`` this process stops walking the host's upper directory: its file
+    facts then equal no others (every check is asked again) and give no modes (the judge's
+    bounded listing is asked instead)."""
+    from fixos.stack import facts as facts_module
+
+    upper = tmp_path / "upper"
+    (upper / "tmp").mkdir(parents=True)
+    for i in range(12):
+        (upper / "tmp" / f"f{i}").touch()
+    time.sleep(0.1)  # settled: below the bound, two readings would be equal
+    monkeypatch.setattr(facts_module, "MAX_ENTRIES", 10)
+    root = os.open(tmp_path, os.O_PATH | os.O_DIRECTORY)
+    try:
+        reading = facts_module.HostFacts(os.getpid(), str(upper), root)
+        assert reading.files(["/tmp"]) != reading.files(["/tmp"])
+        assert reading.modes(["/tmp"]) is None
+    finally:
+        os.close(root)
 
 
 @pytest.mark.live
