@@ -116,6 +116,54 @@ def test_one_judge_serves_a_pools_episodes_and_no_judgement_starts_a_container(c
 
 
 @pytest.mark.live
+@pytest.mark.parametrize("sessions", ["socket", "exec"])
+def test_a_local_judges_sessions_are_connections_to_its_socket_not_engine_execs(
+    client,
+    host,  # noqa: F811
+    image,  # noqa: F811
+    test_run_id,
+    monkeypatch,
+    sessions,
+):
+    """Where the engine runs here, opening a session, running in it, and killing what
+    outlived its time-out (a command beside the session) ask the engine nothing: each is
+    a fork in the judge. Under FIXOS_JUDGE_SESSIONS=exec they are the engine's execs, and
+    judge the same. The host sees neither the socket nor its server."""
+    if sessions == "exec":
+        monkeypatch.setenv("FIXOS_JUDGE_SESSIONS", "exec")
+    execs: list[str] = []
+    create = client.api.exec_create
+
+    def counted(container, cmd, **kw):
+        execs.append(container)
+        return create(container, cmd, **kw)
+
+    monkeypatch.setattr(client.api, "exec_create", counted)
+    app_ini = host.read_file(APP_INI)
+    with Judge(client, image, run_id=test_run_id) as judge:
+        assert judge.usable, judge.why_not
+        [judge_id] = judges(client, test_run_id)
+        before = list(execs)
+        shells = [judge.session(host) for _ in range(3)]
+        try:
+            for shell in shells:
+                sees_the_host(shell, app_ini)
+            slow = shells[0].run("sleep 30 && echo never", timeout=1)
+            assert slow.timed_out and "never" not in slow.output
+            assert shells[0].run("echo still").output.strip() == "still"
+        finally:
+            for shell in shells:
+                shell.close()
+        opened = [c for c in execs[len(before) :] if c == judge_id]
+        if sessions == "socket":
+            assert opened == [], f"{len(opened)} engine execs in the judge"
+        else:
+            assert len(opened) >= 4, opened  # three sessions and the kill beside one
+    code, out = in_host(client, host, "[ -e /run/judge.sock ] && echo SOCKET-SEEN; pgrep -a socat; true")
+    assert code == 0 and "SOCKET-SEEN" not in out and "socat" not in out, out
+
+
+@pytest.mark.live
 def test_a_judge_removed_from_outside_comes_back_at_the_next_session(client, host, image, test_run_id):  # noqa: F811
     """The judge dying is the harness's business, never the host's: the next session
     starts a new judge, and judges."""
