@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ..core.models import CommandResult
+from ..shells.tagged import Tagged, side_by_side
 from ..stack.hosts import READY_HINTS, LiveHost
 from ..stack.inspector import SERVICE_DAEMONS
 
@@ -184,15 +185,19 @@ class Restart:
 
 def restart_services(hosts: Mapping[str, LiveHost], services: Mapping[str, Sequence[str]]) -> list[Restart]:
     """Restart every listed service of every host, all side by side (they do not need
-    each other to start: nginx and php-fpm reach MariaDB per request)."""
-    jobs = [(name, s) for name, listed in services.items() for s in restartable(listed)]
+    each other to start: nginx and php-fpm reach MariaDB per request), one engine exec a
+    host (``side_by_side``), each timed from the host's script's start to its decision."""
+    jobs = {name: restartable(listed) for name, listed in services.items()}
+    jobs = {name: listed for name, listed in jobs.items() if listed}
 
-    def one(job: tuple[str, str]) -> Restart:
-        name, service = job
-        argv = ["/bin/sh", "-c", restart_script(service)]
-        return Restart(name, service, hosts[name].run_program(argv, timeout=STOP_SECONDS + START_SECONDS + 5))
+    def one_host(name: str) -> list[Restart]:
+        listed = jobs[name]
+        tagged = Tagged([f"restart {service}" for service in listed])
+        argv = side_by_side([restart_script(service) for service in listed])
+        run = hosts[name].run_program(argv, timeout=STOP_SECONDS + START_SECONDS + 5, on_output=tagged.feed)
+        return [Restart(name, s, result) for s, result in zip(listed, tagged.results(run), strict=True)]
 
     if not jobs:
         return []
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-        return list(pool.map(one, jobs))
+        return [r for per_host in pool.map(one_host, jobs) for r in per_host]

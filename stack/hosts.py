@@ -13,6 +13,7 @@ import secrets
 import shlex
 import tarfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -133,10 +134,18 @@ class LiveHost:
             raise StackError(f"cannot list what changed on {self.name}: {exc}") from None
         return {row["Path"]: "CAD"[row["Kind"]] for row in rows}
 
-    def run_program(self, argv: list[str], timeout: float = 20.0, *, stdout: bool = True) -> CommandResult:
+    def run_program(
+        self,
+        argv: list[str],
+        timeout: float = 20.0,
+        *,
+        stdout: bool = True,
+        on_output: Callable[[bytes], None] | None = None,
+    ) -> CommandResult:
         """One of the host's own programs run as root through the engine, no shell
         (``fixos.stack.programs``): for a daemon's test of its configuration."""
-        return run_program(self._client.api, self.handle.container_id, argv, timeout=timeout, stdout=stdout)
+        api, container = self._client.api, self.handle.container_id
+        return run_program(api, container, argv, timeout=timeout, stdout=stdout, on_output=on_output)
 
     def read_file(self, path: str) -> bytes | None:
         """The file's bytes read through the engine, not through any program in the container."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import struct
 import time
+from collections.abc import Callable
 from typing import Any
 
 from docker.errors import DockerException
@@ -26,12 +27,19 @@ OUTPUT_LIMIT = 16 * 1024
 
 
 def run_program(
-    api: Any, container_id: str, argv: list[str], *, timeout: float = 20.0, stdout: bool = True
+    api: Any,
+    container_id: str,
+    argv: list[str],
+    *,
+    timeout: float = 20.0,
+    stdout: bool = True,
+    on_output: Callable[[bytes], None] | None = None,
 ) -> CommandResult:
     """``argv`` run as root in the container; its output (stderr, and stdout unless
     ``stdout`` is False), capped. Exit 124 when it outlived ``timeout`` (it is left
     to die with the host), 126 when the engine could not start it (a host out of
-    PIDs, a program gone): the program's failure, never an exception."""
+    PIDs, a program gone): the program's failure, never an exception. ``on_output``
+    sees each piece of output as it comes (when it came is what some callers time)."""
     command = " ".join(argv)
     started = time.monotonic()
     try:
@@ -59,6 +67,8 @@ def run_program(
                     break
                 if len(output) < OUTPUT_LIMIT:
                     output += frames[8 : 8 + size]
+                if on_output is not None:
+                    on_output(bytes(frames[8 : 8 + size]))
                 del frames[: 8 + size]
     except OSError as exc:
         output += f"\n[the engine's stream broke: {exc}]".encode()

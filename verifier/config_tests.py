@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import re
 import shlex
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..shells.base import TIMEOUT_EXIT_CODE
+from ..shells.tagged import Tagged, side_by_side
 from .base import Probe
 
 # The same tests as argument vectors, for the engine to run in the host with no shell.
@@ -77,11 +77,11 @@ def tests_in_host(probe: Probe, names: list[str]) -> dict[str, str]:
     which must not run with the inspector's rights. The binary is the packaged one
     exactly when the ``programs_unchanged`` gate passes, and without it no verdict counts.
 
-    The tests cost three engine execs (``mariadbd --help --verbose`` alone about 0.2
-    CPU-s), and most judgements of an episode find the configuration as the last one
-    did: their answers are kept in ``probe.memo`` under the key of what they read
-    (``_config_key``), taken before and after they ran (a change meanwhile keeps
-    nothing). A configuration that includes a file outside those trees could change
+    The tests cost an engine exec (one for the three: ``side_by_side``) and ~0.2 CPU-s
+    (``mariadbd --help --verbose`` most of it), and most judgements of an episode find
+    the configuration as the last one did: their answers are kept in ``probe.memo``
+    under the key of what they read (``_config_key``), taken before and after they ran
+    (a change meanwhile keeps nothing). A configuration that includes a file outside those trees could change
     that file unseen: the final verdict's restarts start each daemon from it anyway."""
     run_program = getattr(probe.access, "run_program", None)
     if run_program is None:
@@ -98,15 +98,15 @@ def tests_in_host(probe: Probe, names: list[str]) -> dict[str, str]:
 
 
 def _run_tests(run_program: Any, names: list[str]) -> tuple[dict[str, str], bool]:
-    """Each test's complaint ("" when it passed), side by side; and whether every test
-    answered (none timed out, none failed to start: answers worth keeping)."""
-
-    def one(name: str) -> tuple[str, bool]:
-        out = run_program(ARGV[name], 30.0, stdout=name not in _HELP_ONLY)
+    """Each test's complaint ("" when it passed), side by side in one engine exec
+    (``side_by_side``); and whether every test answered (none timed out, none failed to
+    start: answers worth keeping)."""
+    bodies = [shlex.join(ARGV[n]) + (" 2>&1 >/dev/null" if n in _HELP_ONLY else " 2>&1") for n in names]
+    tagged = Tagged(names)
+    run = run_program(side_by_side(bodies), 30.0, on_output=tagged.feed)
+    tests, answered = {}, True
+    for name, out in zip(names, tagged.results(run), strict=True):
         lines = out.output.strip().splitlines()
-        complaint = "" if out.ok else (lines[0] if lines else f"exit {out.exit_code}")[:160]
-        return complaint, out.exit_code not in (TIMEOUT_EXIT_CODE, 126)
-
-    with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
-        answers = dict(zip(names, pool.map(one, names), strict=True))
-    return {n: c for n, (c, _) in answers.items()}, all(ok for _, ok in answers.values())
+        tests[name] = "" if out.ok else (lines[0] if lines else f"exit {out.exit_code}")[:160]
+        answered = answered and out.exit_code not in (TIMEOUT_EXIT_CODE, 126)
+    return tests, answered
