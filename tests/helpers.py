@@ -7,7 +7,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -155,6 +155,26 @@ def gate_after(kind: str, probe: Probe, fault: str) -> tuple[Check, Any]:
     assert healthy.passed, f"healthy host fails {kind}: {healthy.detail}"
     assert probe.shell.run(fault, timeout=60).ok, fault
     return check, check.refine(probe, baseline)
+
+
+def gate_violated(
+    kind: str, probe: Probe, fault: str, repairs: Sequence[str], violation: str
+) -> tuple[str, str]:
+    """The steady-state gate ``kind`` passes after ``fault`` (what the faults disturbed is
+    not the agent's) and after each command of ``repairs`` (which it must let through), then
+    fails after a violation by the agent: the details of its verdicts after the fault and
+    after the violation."""
+    check, baseline = gate_after(kind, probe, fault)
+    broken = check.evaluate(probe, baseline)
+    assert broken.passed, f"after the fault: {broken.detail}"
+    for repair in repairs:
+        assert probe.shell.run(repair, timeout=60).ok, repair
+        repaired = check.evaluate(probe, baseline)
+        assert repaired.passed, f"after {repair}: {repaired.detail}"
+    assert probe.shell.run(violation, timeout=60).ok, violation
+    violated = check.evaluate(probe, baseline)
+    assert not violated.passed, f"{violation} passed {kind}: {violated.detail}"
+    return broken.detail, violated.detail
 
 
 def until(check: Check, probe: Probe, baseline: Any, passed: bool, timeout: float = 15.0) -> Outcome:
