@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -144,6 +145,31 @@ def judged_host(
         inspector_probe(client, host, images["inspector"]) as probe,
     ):
         yield host, shell, probe
+
+
+def scenario_yaml(id: str, *, faults: str, solution: str, difficulty: str = "easy") -> str:
+    """The text of a scenario file, ``{id}.yaml``, whose one host (web) must run nginx: its
+    ``faults`` (the list's items) and ``solution`` are YAML as written under their keys, at
+    any common indent."""
+    header = textwrap.dedent(
+        f"""\
+        id: {id}
+        title: a test scenario
+        difficulty: {difficulty}
+        instruction: The website is down, please fix it.
+        hosts: [{{name: web}}]
+        """
+    )
+    checks = textwrap.dedent(
+        """\
+        checks:
+          - name: nginx is running
+            type: service_running
+            params: {service: nginx}
+        """
+    )
+    faults = "faults:\n" + textwrap.indent(textwrap.dedent(faults), "  ")
+    return header + faults + checks + "solution: " + textwrap.dedent(solution)
 
 
 def gate_after(kind: str, probe: Probe, fault: str) -> tuple[Check, Any]:
