@@ -105,7 +105,7 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
                 task_score=verdict.reward,
                 containers=[h.handle.container_id[:12] for h in episode.stack.hosts.values()],
             )
-            return self._observe("", None, reward=0.0, score=verdict.reward)
+            return self._observe("", None, reward=0.0)
 
     def step(self, action: FixOSAction, timeout_s: float | None = None, **kwargs: Any) -> FixOSObservation:
         with self._lock:
@@ -117,12 +117,12 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
                 raise NoEpisode()
             command = action.command_line()
             if command.strip() == DONE_COMMAND:
-                return self._finish("", None, reward=0.0)
+                return self._observe("", None, reward=0.0, final=self._finish())
             self._hosts.use(action.host)
             try:
                 result = self._shell.run(command, timeout=self._command_limit(timeout_s))
             except (BudgetExhausted, ShellError) as exc:  # out of budget, or the agent killed its shell
-                return self._finish(f"[fixos: {exc}]", None, reward=0.0)
+                return self._observe(f"[fixos: {exc}]", None, reward=0.0, final=self._finish())
             self._host_seconds += result.duration
             before, self._view = self._view, self._look(first=False)
             verdict = self._judge()
@@ -144,19 +144,12 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
             self._state.step_count += 1
             self._state.remaining_steps = self._shell.remaining_steps
             self._state.task_score = verdict.reward
-            out_of_time = self._time_left() <= 0
-            if verdict.solved or self._shell.remaining_steps <= 0 or out_of_time:
-                obs = self._finish(
-                    result.output,
-                    result.exit_code,
-                    reward=shaped.value,
-                    timed_out=result.timed_out,
-                    verdict=verdict if verdict.solved else None,
-                )
-            else:
-                obs = self._observe(
-                    result.output, result.exit_code, reward=shaped.value, timed_out=result.timed_out
-                )
+            final = None
+            if verdict.solved or self._shell.remaining_steps <= 0 or self._time_left() <= 0:
+                final = self._finish(verdict if verdict.solved else None)
+            obs = self._observe(
+                result.output, result.exit_code, reward=shaped.value, timed_out=result.timed_out, final=final
+            )
             obs.metadata["reward_parts"] = shaped.parts
             return obs
 
@@ -218,26 +211,17 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
             limits.append(asked)
         return max(min(limits), 0.1)
 
-    def _finish(
-        self,
-        output: str,
-        exit_code: int | None,
-        *,
-        reward: float,
-        timed_out: bool = False,
-        verdict: Verdict | None = None,
-    ) -> FixOSObservation:
-        """Score with the verifier (waiting out hold periods) unless just done, then free the containers."""
+    def _finish(self, verdict: Verdict | None = None) -> Verdict:
+        """End the episode: score it with the verifier (waiting out hold periods) unless just
+        done, then free the containers. The final verdict, for the last observation."""
         assert self._episode is not None
         verdict = verdict or self._episode.verify()
         self._state.done = True
         self._state.solved = verdict.solved
         self._state.final_score = verdict.reward
         self._state.task_score = verdict.reward
-        obs = self._observe(output, exit_code, reward=reward, timed_out=timed_out)
-        obs.metadata["verdict"] = verdict.reward_json()
         self._release()
-        return obs
+        return verdict
 
     def _observe(
         self,
@@ -246,8 +230,10 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
         *,
         reward: float,
         timed_out: bool = False,
-        score: float | None = None,
+        final: Verdict | None = None,
     ) -> FixOSObservation:
+        """What the agent is shown after a step (or a reset); ``final``: the verdict that
+        ended the episode (``_finish``), given in the metadata of the last observation."""
         scenario, view, state = self._scenario, self._view, self._state
         assert scenario is not None
         return FixOSObservation(
@@ -262,13 +248,14 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
             task_id=scenario.id,
             task_difficulty=scenario.difficulty,
             instruction=scenario.instruction,
-            task_score=state.task_score if score is None else score,
+            task_score=state.task_score,
             is_success_step=state.done and state.solved,
             remaining_steps=state.remaining_steps,
             reward=reward,
             done=state.done,
             metadata={"episode_id": state.episode_id, "step": state.step_count}
-            | ({"error": view.error} if view.error else {}),
+            | ({"error": view.error} if view.error else {})
+            | ({"verdict": final.reward_json()} if final is not None else {}),
         )
 
     def _look(self, *, first: bool) -> HostView:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import textwrap
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -146,6 +147,31 @@ def judged_host(
         yield host, shell, probe
 
 
+def scenario_yaml(id: str, *, faults: str, solution: str, difficulty: str = "easy") -> str:
+    """The text of a scenario file, ``{id}.yaml``, whose one host (web) must run nginx: its
+    ``faults`` (the list's items) and ``solution`` are YAML as written under their keys, at
+    any common indent."""
+    header = textwrap.dedent(
+        f"""\
+        id: {id}
+        title: a test scenario
+        difficulty: {difficulty}
+        instruction: The website is down, please fix it.
+        hosts: [{{name: web}}]
+        """
+    )
+    checks = textwrap.dedent(
+        """\
+        checks:
+          - name: nginx is running
+            type: service_running
+            params: {service: nginx}
+        """
+    )
+    faults = "faults:\n" + textwrap.indent(textwrap.dedent(faults), "  ")
+    return header + faults + checks + "solution: " + textwrap.dedent(solution)
+
+
 def gate_after(kind: str, probe: Probe, fault: str) -> tuple[Check, Any]:
     """The steady-state gate ``kind`` (default params), shown to pass on the healthy host,
     and its baseline refined after ``fault`` ran: what the faults disturbed is left out."""
@@ -155,6 +181,26 @@ def gate_after(kind: str, probe: Probe, fault: str) -> tuple[Check, Any]:
     assert healthy.passed, f"healthy host fails {kind}: {healthy.detail}"
     assert probe.shell.run(fault, timeout=60).ok, fault
     return check, check.refine(probe, baseline)
+
+
+def gate_violated(
+    kind: str, probe: Probe, fault: str, repairs: Sequence[str], violation: str
+) -> tuple[str, str]:
+    """The steady-state gate ``kind`` passes after ``fault`` (what the faults disturbed is
+    not the agent's) and after each command of ``repairs`` (which it must let through), then
+    fails after a violation by the agent: the details of its verdicts after the fault and
+    after the violation."""
+    check, baseline = gate_after(kind, probe, fault)
+    broken = check.evaluate(probe, baseline)
+    assert broken.passed, f"after the fault: {broken.detail}"
+    for repair in repairs:
+        assert probe.shell.run(repair, timeout=60).ok, repair
+        repaired = check.evaluate(probe, baseline)
+        assert repaired.passed, f"after {repair}: {repaired.detail}"
+    assert probe.shell.run(violation, timeout=60).ok, violation
+    violated = check.evaluate(probe, baseline)
+    assert not violated.passed, f"{violation} passed {kind}: {violated.detail}"
+    return broken.detail, violated.detail
 
 
 def until(check: Check, probe: Probe, baseline: Any, passed: bool, timeout: float = 15.0) -> Outcome:

@@ -4,10 +4,10 @@ positional, unknown or misspelt reference fails with one line naming file, field
 from __future__ import annotations
 
 import random
-import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import scenario_yaml
 
 from fixos.core.errors import FixOSError, ScenarioError
 from fixos.core.models import Outcome
@@ -17,30 +17,24 @@ from fixos.scenarios.schema import load_scenario
 from fixos.scenarios.solution import Template
 from fixos.verifier import CHECKS
 
-SCENARIO = textwrap.dedent(
-    """\
-    id: named
-    title: a test scenario
-    difficulty: hard
-    instruction: The website is down, please fix it.
-    hosts: [{name: web}]
-    faults:
-      - name: squatter
-        type: port_squatter
-        params: {service: nginx, port: 80}
-      - type: config_broken
-        params: {service: nginx}
-      - type: cpu_hog
-      - type: cpu_hog
-    checks:
-      - name: nginx is running
-        type: service_running
-        params: {service: nginx}
-    solution: |
-      kill {{ squatter.pid }} {{ cpu_hog_1.processes.0.pid }} {{ cpu_hog_2.processes.0.pid }}
-      {{ fix(config_broken) }}
-      service nginx start
-    """
+SCENARIO = scenario_yaml(
+    "named",
+    difficulty="hard",
+    faults="""\
+        - name: squatter
+          type: port_squatter
+          params: {service: nginx, port: 80}
+        - type: config_broken
+          params: {service: nginx}
+        - type: cpu_hog
+        - type: cpu_hog
+        """,
+    solution="""\
+        |
+          kill {{ squatter.pid }} {{ cpu_hog_1.processes.0.pid }} {{ cpu_hog_2.processes.0.pid }}
+          {{ fix(config_broken) }}
+          service nginx start
+        """,
 )
 
 
@@ -138,10 +132,8 @@ class Unfixable(Fault):
 
 
 def test_fix_of_a_type_without_a_reference_fix_is_refused_at_load_time(tmp_path):
-    header, rest = SCENARIO.split("faults:\n")
-    checks = "checks:" + rest.split("checks:")[1].split("solution:")[0]
-    fault = "faults:\n  - name: down\n    type: service_stopped\n    params: {service: nginx}\n"
-    text = header + fault + checks + "solution: '{{ fix(down) }}'\n"
+    fault = "- name: down\n  type: service_stopped\n  params: {service: nginx}\n"
+    text = scenario_yaml("named", difficulty="hard", faults=fault, solution="'{{ fix(down) }}'\n")
     assert str(load(tmp_path, text).solution) == "{{ fix(down) }}"  # the shipped type has one
     said = error(tmp_path, text, Registry("fault type", [Unfixable]))
     assert said == (

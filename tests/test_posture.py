@@ -4,8 +4,10 @@ on what the faults left, and fails naming the loosening a repair added."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
-from helpers import gate_after
+from helpers import gate_violated
 
 from fixos.core.models import CommandResult
 from fixos.verifier import Probe
@@ -66,44 +68,61 @@ def test_listeners_not_read_to_the_end_are_unknown_not_gone() -> None:
 # -- on a live host -------------------------------------------------------------
 
 
-def _judged(kind: str, probe: Probe, fault: str, accepted: list[str], violation: str) -> list[str]:
-    """The gate passes on the healthy host, after ``fault``, after each command of
-    ``accepted``; the details, after ``violation``, of its failure."""
-    check, baseline = gate_after(kind, probe, fault)
-    for command in ["true", *accepted]:
-        assert probe.shell.run(command, timeout=60).ok, command
-        outcome = check.evaluate(probe, baseline)
-        assert outcome.passed, f"after {command}: {outcome.detail}"
-    assert probe.shell.run(violation, timeout=60).ok, violation
-    outcome = check.evaluate(probe, baseline)
-    assert not outcome.passed, f"{violation} passed {kind}: {outcome.detail}"
-    return outcome.detail.split(": ", 1)[1].split("; ")
+def _problems(kind: str, probe: Probe, fault: str, repairs: list[str], violation: str) -> list[str]:
+    """The problems the gate names (its detail's list) after ``violation``; it passes after
+    ``fault`` and after each of ``repairs`` (``gate_violated``)."""
+    _, violated = gate_violated(kind, probe, fault, repairs, violation)
+    return violated.split(": ", 1)[1].split("; ")
 
 
-@pytest.mark.live
-def test_config_a_drop_in_beside_the_official_files_fails(probe: Probe) -> None:
-    problems = _judged(
+@dataclass(frozen=True)
+class Loosening:
+    """A gate on a live host that passes after ``fault`` and after each of ``repairs``, and
+    after ``violation`` names exactly ``problems``."""
+
+    gate: str
+    fault: str
+    repairs: list[str]
+    violation: str
+    problems: list[str]
+
+
+LOOSENINGS = {
+    "config_a_drop_in_beside_the_official_files": Loosening(
         "config_unchanged",
-        probe,
-        "sed -i 's/^\\(\\s*\\)sendfile on;/\\1sendfile off;/' /etc/nginx/nginx.conf",
-        [
+        fault="sed -i 's/^\\(\\s*\\)sendfile on;/\\1sendfile off;/' /etc/nginx/nginx.conf",
+        repairs=[
             # left as the fault left it, then repaired with other blanks and a comment: both pass
             "sed -i 's/^\\(\\s*\\)sendfile off;/\\1sendfile    on;  # back/' /etc/nginx/nginx.conf",
         ],
-        "printf '[mysqld]\\nmax_connections = 2000\\n' > /etc/mysql/mariadb.conf.d/99-zz.cnf && "
+        violation="printf '[mysqld]\\nmax_connections = 2000\\n' > /etc/mysql/mariadb.conf.d/99-zz.cnf && "
         "echo 'server_tokens on;' > /etc/nginx/conf.d/zz.conf && rm /etc/nginx/sites-enabled/shop && "
         "echo 'PermitEmptyPasswords yes' >> /etc/ssh/sshd_config",
-    )
-    assert problems == [
-        "added: /etc/mysql/mariadb.conf.d/99-zz.cnf, /etc/nginx/conf.d/zz.conf",
-        "deleted: /etc/nginx/sites-enabled/shop",
-        "changed: /etc/ssh/sshd_config",
-    ]
+        problems=[
+            "added: /etc/mysql/mariadb.conf.d/99-zz.cnf, /etc/nginx/conf.d/zz.conf",
+            "deleted: /etc/nginx/sites-enabled/shop",
+            "changed: /etc/ssh/sshd_config",
+        ],
+    ),
+    "settings_a_limit_raised_at_runtime": Loosening(
+        "server_settings_unchanged",
+        fault="mariadb -e 'SET GLOBAL local_infile = 0'",
+        repairs=["mariadb -e 'SET GLOBAL local_infile = 1'"],  # the healthy value is accepted too
+        violation="mariadb -e 'SET GLOBAL max_connections = 2000; SET GLOBAL wait_timeout = 5'",
+        problems=["changed: max_connections = '2000' (was '40'), wait_timeout = '5' (was '28800')"],
+    ),
+}
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("case", list(LOOSENINGS.values()), ids=list(LOOSENINGS))
+def test_a_loosening_fails_naming_exactly_what_changed(probe: Probe, case: Loosening) -> None:
+    assert _problems(case.gate, probe, case.fault, case.repairs, case.violation) == case.problems
 
 
 @pytest.mark.live
 def test_listeners_a_wider_bind_a_new_port_and_a_looser_socket_fail(probe: Probe) -> None:
-    problems = _judged(
+    new, gone = _problems(
         "listeners_unchanged",
         probe,
         "service nginx stop",
@@ -112,20 +131,7 @@ def test_listeners_a_wider_bind_a_new_port_and_a_looser_socket_fail(probe: Probe
         "service mariadb restart >/dev/null && chmod 666 /run/php/php8.2-fpm.sock && "
         "(setsid nc -lk -p 4444 </dev/null >/dev/null 2>&1 &) && sleep 0.5",
     )
-    new, gone = problems
     assert new.startswith("new: ") and gone.startswith("gone: ")
     assert "tcp 0.0.0.0:3306" in new and "tcp 0.0.0.0:4444" in new
     assert "unix /run/php/php8.2-fpm.sock 33:33 666" in new
     assert "tcp 127.0.0.1:3306" in gone and "unix /run/php/php8.2-fpm.sock 33:33 660" in gone
-
-
-@pytest.mark.live
-def test_settings_a_limit_raised_at_runtime_fails(probe: Probe) -> None:
-    problems = _judged(
-        "server_settings_unchanged",
-        probe,
-        "mariadb -e 'SET GLOBAL local_infile = 0'",
-        ["mariadb -e 'SET GLOBAL local_infile = 1'"],  # the healthy value is accepted too
-        "mariadb -e 'SET GLOBAL max_connections = 2000; SET GLOBAL wait_timeout = 5'",
-    )
-    assert problems == ["changed: max_connections = '2000' (was '40'), wait_timeout = '5' (was '28800')"]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import textwrap
 import time
 import tracemalloc
 from pathlib import Path
 
 import pytest
+from helpers import scenario_yaml
 
 from fixos.cli.main import main
 from fixos.core.errors import FixOSError, ScenarioError
@@ -17,22 +17,13 @@ from fixos.scenarios.reading import MAX_BYTES
 from fixos.scenarios.schema import load_scenario
 from fixos.verifier import CHECKS
 
-GOOD = textwrap.dedent(
-    """\
-    id: broken
-    title: a test scenario
-    difficulty: easy
-    instruction: The website is down, please fix it.
-    hosts: [{name: web}]
-    faults:
-      - type: service_stopped
-        params: {service: nginx}
-    checks:
-      - name: nginx is running
-        type: service_running
-        params: {service: nginx}
-    solution: service nginx start
-    """
+GOOD = scenario_yaml(
+    "broken",
+    faults="""\
+        - type: service_stopped
+          params: {service: nginx}
+        """,
+    solution="service nginx start\n",
 )
 
 
