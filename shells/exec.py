@@ -17,11 +17,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..core.readiness import readable
-from .session import SESSION_COMMAND, BashSession
+from .session import SESSION_COMMAND, SocketSession
 
 
-class ExecShell(BashSession):
+class ExecShell(SocketSession):
     """``ExecShell(api, container_id)``: ``api`` is a ``docker.APIClient``. ``prefix``: argv
     that the session and every side command run under (the judge's way into a host's
     namespaces, ``fixos.stack.judge``), so the PIDs a session reports are the ones its
@@ -33,7 +32,6 @@ class ExecShell(BashSession):
         self._container = container_id
         self._prefix = list(prefix)
         self._raw: Any = None
-        self._sock: socket.socket | None = None
         self._frames = bytearray()
         self._open(restore=False)
 
@@ -54,20 +52,10 @@ class ExecShell(BashSession):
         self._sock = getattr(self._raw, "_sock", self._raw)
         self._frames.clear()
 
-    def _send(self, data: bytes) -> None:
-        assert self._sock is not None
-        self._sock.sendall(data)
-
     def _read(self, wait: float) -> bytes | None:
-        assert self._sock is not None
-        if not readable(self._sock, wait):
-            return b""
-        try:
-            chunk = self._sock.recv(65536)
-        except OSError:
-            return None
+        chunk = self._receive(wait)
         if not chunk:
-            return None
+            return chunk
         self._frames += chunk
         out = bytearray()
         while len(self._frames) >= 8:

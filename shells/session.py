@@ -17,11 +17,13 @@ import contextlib
 import os
 import re
 import secrets
+import socket
 import threading
 import time
 
 from ..core.errors import ShellError
 from ..core.models import CommandResult
+from ..core.readiness import readable
 from .base import (
     CLEAN_ENV,
     DEFAULT_TIMEOUT,
@@ -328,3 +330,24 @@ class BashSession:
             )
         finally:
             self.close()
+
+
+class SocketSession(BashSession):
+    """A session whose stream is a plain socket (an engine exec's, a unix socket's)."""
+
+    _sock: socket.socket | None = None
+
+    def _send(self, data: bytes) -> None:
+        assert self._sock is not None
+        self._sock.sendall(data)
+
+    def _receive(self, wait: float) -> bytes | None:
+        """What the socket holds within ``wait`` seconds (maybe b""); None at its end."""
+        assert self._sock is not None
+        if not readable(self._sock, wait):
+            return b""
+        try:
+            chunk = self._sock.recv(65536)
+        except OSError:
+            return None
+        return chunk or None

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..core.errors import ShellError
 from ..core.readiness import readable
-from .session import SESSION_COMMAND, BashSession
+from .session import SESSION_COMMAND, SocketSession
 
 CONNECT_TIMEOUT = 5.0
 SIDE_TIMEOUT = 30.0
@@ -45,7 +45,7 @@ def connect(path: str, timeout: float = CONNECT_TIMEOUT) -> socket.socket:
     return sock
 
 
-class UnixShell(BashSession):
+class UnixShell(SocketSession):
     """``UnixShell(path, prefix=...)``: ``prefix`` as for ``ExecShell`` (the judge's way into a
     host's namespaces), so the PIDs a session reports are the ones its side commands signal."""
 
@@ -53,7 +53,6 @@ class UnixShell(BashSession):
         super().__init__(**kwargs)
         self._path = path
         self._prefix = list(prefix)
-        self._sock: socket.socket | None = None
         self._open(restore=False)
 
     @property
@@ -70,19 +69,8 @@ class UnixShell(BashSession):
             self._stop()
             raise ShellError(f"cannot open a shell on {self.where}: {exc}") from exc
 
-    def _send(self, data: bytes) -> None:
-        assert self._sock is not None
-        self._sock.sendall(data)
-
     def _read(self, wait: float) -> bytes | None:
-        assert self._sock is not None
-        if not readable(self._sock, wait):
-            return b""
-        try:
-            chunk = self._sock.recv(65536)
-        except OSError:
-            return None
-        return chunk or None
+        return self._receive(wait)
 
     def _side(self, script: str) -> None:
         deadline = time.monotonic() + SIDE_TIMEOUT
