@@ -65,6 +65,22 @@ class HttpResponse:
 
 
 @dataclass(frozen=True)
+class HostProcess:
+    """One process of a host as ``ps -e -o pid,ppid,stat,args`` in its PID namespace shows
+    it, with its executable (``/proc/<pid>/exe``; "" when unreadable)."""
+
+    pid: int
+    ppid: int
+    """0 for a process whose parent is outside the host (its init, an engine exec)."""
+    state: str
+    """the kernel's one letter (``R``, ``S``, ``Z``...)."""
+    comm: str
+    args: str
+    """the command line joined by spaces; ``[comm]`` when empty, ``[comm] <defunct>`` for a zombie."""
+    exe: str
+
+
+@dataclass(frozen=True)
 class InjectedFault:
     type: str
     host: str

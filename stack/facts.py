@@ -38,6 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 
+from ..core.models import HostProcess
 from . import sockdiag
 from .host_files import open_in_root
 
@@ -237,6 +238,39 @@ class HostFacts:
             rows.append(row)
         return hashlib.sha256(repr(sorted(rows)).encode()).digest()
 
+    def process_table(self) -> list[HostProcess]:
+        """Every process of the host's PID namespace, numbered as the host numbers them
+        (``NSpid``), read now (never kept: a judgement looks twice)."""
+        mine = os.readlink(f"/proc/{self._pid}/ns/pid")
+        seen = []
+        for item in os.scandir("/proc"):
+            if not item.name.isdigit():
+                continue
+            base = f"/proc/{item.name}"
+            try:
+                if os.readlink(f"{base}/ns/pid") != mine:
+                    continue
+                with open(f"{base}/stat", "rb") as f:
+                    head, _, after = f.read().rpartition(b")")
+                with open(f"{base}/status", "rb") as f:
+                    nspid = next(line for line in f if line.startswith(b"NSpid:")).split()[-1]
+                with open(f"{base}/cmdline", "rb") as f:
+                    argv = f.read()
+                try:
+                    exe = os.readlink(f"{base}/exe")
+                except OSError:
+                    exe = ""
+                fields = after.split()
+                comm = head.partition(b"(")[2].decode("utf-8", "replace")
+                seen.append((int(item.name), int(nspid), int(fields[1]), fields[0].decode(), comm, argv, exe))
+            except (OSError, IndexError, ValueError, StopIteration):
+                continue  # gone while read, as from inside
+        inside = {outer: pid for outer, pid, *_ in seen}
+        return [
+            HostProcess(pid, inside.get(parent, 0), state, comm, _args(argv, comm, state), exe)
+            for _, pid, parent, state, comm, argv, exe in seen
+        ]
+
     def processes(self) -> bytes:
         """A digest of every process of the host's PID namespace."""
         found = self._once("processes", self._processes)
@@ -271,6 +305,15 @@ class HostFacts:
         found = self._once("listening", self._listening)
         assert isinstance(found, bytes)
         return found
+
+
+def _args(argv: bytes, comm: str, state: str) -> str:
+    """``ps``'s ``args``: the command line joined by spaces, control characters as ``?``."""
+    if state == "Z":
+        return f"[{comm}] <defunct>"
+    text = argv.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
+    text = "".join("?" if ord(c) < 32 or ord(c) == 127 else c for c in text)
+    return text or f"[{comm}]"
 
 
 _TYPES = {

@@ -9,6 +9,7 @@ drop-in added, a mode loosened, and a setting changed through MariaDB's own prot
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import time
 
@@ -319,3 +320,71 @@ def test_sock_diag_lists_what_the_proc_tables_list(live_host: LiveHost):
         assert seen == listed and {80, 8089, 5353} <= {port for port, _, _ in seen}, (seen, listed)
     finally:
         shell.close()
+
+
+ODD_PROCESSES = (
+    "( setsid sh -c '(sleep 0.1 &) ; exec sleep 1000' </dev/null >/dev/null 2>&1 & )",  # no zombie
+    "( setsid sh -c 'sleep 0.1 & exec sleep 1001' </dev/null >/dev/null 2>&1 & )",  # a zombie
+    "( setsid bash -c 'exec -a \"\" sleep 1002' </dev/null >/dev/null 2>&1 & )",  # argv[0] empty
+    "( setsid bash -c $'exec -a \"x\\tY\\x7f\" sleep 1003' </dev/null >/dev/null 2>&1 & )",  # control chars
+    # a deleted executable
+    "cp /usr/bin/sleep /tmp/nap && ( setsid /tmp/nap 1004 </dev/null >/dev/null 2>&1 & ) && sleep 0.2",
+    "rm /tmp/nap",
+    "( setsid sh -c 'exec 2>/dev/null; sleep 1005' 'a (b) c' </dev/null >/dev/null 2>&1 & )",
+)
+
+
+def _beyond_sessions(procs: dict) -> dict:
+    """The processes not under a session entered from outside (the reader's own among them)."""
+
+    def outside(proc) -> bool:
+        for _ in range(32):
+            if proc.pid == 1 or proc.ppid == 1:
+                return False
+            if proc.ppid == 0 or proc.ppid not in procs:
+                return True
+            proc = procs[proc.ppid]
+        return True
+
+    return {pid: proc for pid, proc in procs.items() if not outside(proc)}
+
+
+@pytest.mark.live
+def test_processes_read_from_this_machine_are_the_judges_own_listing(client, images, live_host, test_run_id):
+    """``nothing_new_running`` and ``processes_intact`` list a host's processes from this
+    machine (``HostFacts.process_table``: its PID namespace, numbered as the host numbers
+    them) instead of ``ps`` and ``find`` in the judge: with a zombie, an empty argv[0],
+    control characters, a deleted executable, another user's processes and parentheses in
+    a name, both listings agree on every process outside the readers' own sessions (the
+    state by its kernel letter: ``ps`` adds flags no check reads)."""
+    from fixos.stack.inspector import HOST_ROOT
+    from fixos.stack.judge import Judge
+    from fixos.verifier.base import Probe
+    from fixos.verifier.running import _walk
+    from fixos.verifier.system import _daemons
+
+    shell = live_host.shell(default_timeout=30)
+    try:
+        assert shell.run(" && ".join(ODD_PROCESSES), timeout=30).ok
+    finally:
+        shell.close()
+    time.sleep(0.4)
+    with Judge(client, images["inspector"], run_id=test_run_id) as judge:
+        session = judge.session(live_host)
+        try:
+            bare = type("Bare", (), {"name": live_host.name})()
+            judged = Probe(backend.testinfra_host(session), session, bare, root=HOST_ROOT)
+            here = Probe(backend.testinfra_host(session), session, live_host, root=HOST_ROOT)
+            assert judged.process_table() is None and here.process_table() is not None
+            by_ps, by_facts = _walk(judged), _walk(here)
+            daemons_ps, daemons_facts = _daemons(judged), _daemons(here)
+        finally:
+            session.close()
+    ps = {pid: dataclasses.replace(p, state=p.state[0]) for pid, p in _beyond_sessions(by_ps).items()}
+    facts = _beyond_sessions(by_facts)
+    assert ps == facts, set(ps.items()) ^ set(facts.items())
+    args = {p.args for p in facts.values()}
+    assert {"[sleep] <defunct>", "1002", "x?Y? 1003", "/tmp/nap 1004"} <= args, args
+    assert any(p.exe == "/tmp/nap (deleted)" for p in facts.values())
+    assert any(p.exe == "/usr/bin/dash" and "metrics-agent" in p.args for p in facts.values())
+    assert daemons_ps - {"ps", "find"} == daemons_facts, daemons_ps ^ daemons_facts

@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Protocol
 import testinfra.host
 from pydantic import BaseModel, ConfigDict
 
-from ..core.models import CommandResult, HttpResponse, Outcome
+from ..core.models import CommandResult, HostProcess, HttpResponse, Outcome
 from ..core.registry import Registry
 from ..shells.base import Shell
 from .vantage import mariadb_command, under
@@ -27,6 +27,8 @@ class Facts(Protocol):
     def files(self, trees: Sequence[str], *, contents: bool = True, entries: Sequence[str] = ()) -> bytes: ...
 
     def processes(self) -> bytes: ...
+
+    def process_table(self) -> list[HostProcess]: ...
 
     def listening(self) -> bytes: ...
 
@@ -94,6 +96,13 @@ class Probe:
                 found = self.known_facts or (read() if usable and read is not None else None)
                 self._facts.append(found if usable else None)
             return self._facts[0]
+
+    def process_table(self) -> list[HostProcess] | None:
+        """The host's processes read now from this machine (``Facts.process_table``), None
+        where this machine cannot (then a check lists them through ``shell``)."""
+        read = getattr(self.access, "facts", None)
+        facts = read() if read is not None else None
+        return facts.process_table() if facts is not None else None
 
     def path(self, path: str) -> str:
         """``path`` on the host as ``shell`` reaches it."""
