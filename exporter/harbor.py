@@ -44,7 +44,7 @@ READY_MARKER = "/run/fixos-ready"
 VERIFIER_VENV = "/opt/fixos-verifier"
 # Modules the exported verifier needs, written under lib/ at their package paths.
 VENDORED = ["fixos", "fixos.core", "fixos.core.errors", "fixos.core.models", "fixos.core.registry"]
-VENDORED += ["fixos.shells.base", "fixos.shells.probes", "fixos.verifier"]
+VENDORED += ["fixos.shells.base", "fixos.shells.probes", "fixos.shells.tagged", "fixos.verifier"]
 VERIFIER_PACKAGES = ("pydantic", "pytest-testinfra", "cryptography")
 """what the vendored checks import, pinned to the versions FixOS runs with."""
 VERIFIER_TIMEOUT = 180.0

@@ -53,6 +53,34 @@ PIP_OPTIONS = pip_build_options()  # this machine's pip settings; FIXOS_PIP_OPTI
 # -- without an engine --------------------------------------------------------
 
 
+def test_the_vendored_verifier_imports_with_nothing_but_itself(tmp_path) -> None:
+    """The exported task's verifier is the vendored modules under lib/, with no FixOS
+    installed: every module they import must be vendored too (a new shells/ module that
+    the checks import once left every exported task without a reward)."""
+    import subprocess
+    import sys
+
+    from fixos.exporter.harbor import _vendor
+
+    _vendor(tmp_path)
+    probe = (
+        "import fixos.verifier, fixos.verifier.backend; "
+        "print(fixos.verifier.__file__, len(fixos.verifier.CHECKS.names()))"
+    )
+    isolated = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    isolated["PYTHONPATH"] = str(tmp_path)
+    # -S: not the site-packages FixOS is installed in (pydantic and testinfra come from there:
+    # added back by path, without fixos)
+    site = [p for p in sys.path if p.endswith("site-packages")]
+    code = f"import sys; sys.path[1:1] = {site!r}; sys.modules.pop('fixos', None); " + probe
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", code], env=isolated, capture_output=True, text=True, cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr[-800:]
+    where, count = out.stdout.split()
+    assert where.startswith(str(tmp_path)) and int(count) > 20, out.stdout
+
+
 def test_capture_shell_pins_processes_started_at_any_pid() -> None:
     shell = FakeShell(lambda command: "1000" if "ns_last_pid" in command else "")
     capture = CaptureShell(shell)
