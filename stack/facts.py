@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import stat
 import threading
 import time
@@ -52,6 +53,8 @@ past it the facts say nothing (never equal, no modes), and the checks ask the ju
 listings are bounded, instead of this process walking a host that filled itself with files."""
 
 _PSEUDO = ("/proc", "/sys", "/dev")
+UDP_UNCONNECTED = 7
+"""the kernel's TCP_CLOSE, which an unconnected UDP socket reports (``ss``'s UNCONN)."""
 """mounts whose entries are the kernel's, not the host's state."""
 
 Entry = tuple[str, int, int, int, int, int, int, int]
@@ -299,6 +302,44 @@ class HostFacts:
                 elif len(fields) >= 10 and (table.startswith("udp") or fields[3] == "0A"):
                     rows.append((table, fields[1], fields[7], fields[9]))
         return hashlib.sha256(repr(sorted(rows)).encode()).digest()
+
+    def listener_lines(self) -> list[str] | None:
+        """The host's listeners as ``ss -l`` names them, read now: ``tcp 0.0.0.0:80``, ``udp
+        [::]:68``, and ``unix <path> <uid>:<gid> <mode>`` for a socket file (its own entry in
+        the host's root, never followed). None where sock_diag cannot be asked."""
+        asked = sockdiag.listeners(self._pid)
+        if asked is None:
+            return None
+        found = set()
+        for family, protocol, state, port, address, _, _, v6only in asked:
+            if protocol == socket.IPPROTO_UDP and state != UDP_UNCONNECTED:
+                continue  # a connected UDP socket listens to nobody (``ss -l`` leaves it out)
+            raw = bytes.fromhex(address)
+            shown = socket.inet_ntop(family, raw[:4] if family == socket.AF_INET else raw)
+            if family == socket.AF_INET6:  # ``ss``: * for IPv6's any address that takes IPv4 too
+                shown = "*" if shown == "::" and not v6only else f"[{shown}]"
+            found.add(f"{'tcp' if protocol == socket.IPPROTO_TCP else 'udp'} {shown}:{int(port, 16)}")
+        try:
+            with open(f"/proc/{self._pid}/net/unix", encoding="utf-8", errors="replace") as f:
+                rows = [line.split() for line in f.read().splitlines()[1:]]
+        except OSError:
+            return None
+        for fields in rows:
+            # listening (__SO_ACCEPTCON), or not connected: what ``ss -l`` lists
+            if len(fields) < 8 or not fields[7].startswith("/"):
+                continue
+            if not int(fields[3], 16) & 0x10000 and fields[5] == "03":
+                continue
+            try:
+                handle = open_in_root(self._root, fields[7])
+            except OSError:
+                continue  # its file is gone: ``stat`` says nothing of it either
+            try:
+                st = os.fstat(handle)
+            finally:
+                os.close(handle)
+            found.add(f"unix {fields[7]} {st.st_uid}:{st.st_gid} {stat.S_IMODE(st.st_mode):o}")
+        return sorted(found)
 
     def listening(self) -> bytes:
         """A digest of the host's listeners (TCP, UDP, UNIX), with their owners and inodes."""

@@ -26,6 +26,8 @@ NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
 NLMSG_ERROR, NLMSG_DONE = 2, 3
 CLONE_NEWNET = 0x40000000
 TCP_LISTEN = 10
+INET_DIAG_SKV6ONLY = 11
+"""an IPv6 socket's attribute: 1 when it takes no IPv4 (``ss`` shows its any address as [::], else *)."""
 _HEADER = struct.Struct("=IHHII")  # nlmsghdr
 _REQUEST = struct.Struct("=BBBxI48x")  # inet_diag_req_v2, with an empty inet_diag_sockid
 _MESSAGE = struct.Struct("=BBBB2s2s16s16sI8sIIIII")  # inet_diag_msg
@@ -79,15 +81,31 @@ def _dump(sock: socket.socket, family: int, protocol: int, states: int, seq: int
                 raise OSError(-code, os.strerror(-code))
             fields = _MESSAGE.unpack_from(data, offset + _HEADER.size)
             family_, state, _, _, sport, _, src, _, _, _, _, _, _, uid, inode = fields
-            rows.append((family_, protocol, state, sport.hex(), src.hex(), uid, inode))
+            start = offset + _HEADER.size + _MESSAGE.size
+            v6only = _attribute(data[start : offset + length], INET_DIAG_SKV6ONLY)
+            only = bool(v6only and v6only[0])
+            rows.append((family_, protocol, state, sport.hex(), src.hex(), uid, inode, only))
             offset += (length + 3) & ~3
             if length < _HEADER.size:
                 raise OSError("sock_diag: a message shorter than its header")
 
 
+def _attribute(data: bytes, wanted: int) -> bytes | None:
+    """The payload of the first netlink attribute of type ``wanted`` in ``data``."""
+    offset = 0
+    while offset + 4 <= len(data):
+        length, kind = struct.unpack_from("=HH", data, offset)
+        if length < 4:
+            return None
+        if kind == wanted:
+            return data[offset + 4 : offset + length]
+        offset += (length + 3) & ~3
+    return None
+
+
 def listeners(pid: int) -> list[tuple] | None:
     """Every TCP listener and UDP socket of ``pid``'s network namespace: (family, protocol,
-    state, port, address, owner uid, inode), sorted; None where sock_diag cannot be asked
+    state, port, address, owner uid, inode, IPv6 only), sorted; None where sock_diag cannot be asked
     there (the caller reads ``/proc/<pid>/net`` instead)."""
     sock = _socket_in(pid)
     if sock is None:

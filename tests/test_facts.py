@@ -316,7 +316,7 @@ def test_sock_diag_lists_what_the_proc_tables_list(live_host: LiveHost):
                     fields = line.split()
                     if table.startswith("udp") or fields[3] == "0A":
                         listed.add((int(fields[1].split(":")[1], 16), int(fields[7]), int(fields[9])))
-        seen = {(int(port, 16), uid, inode) for _, _, _, port, _, uid, inode in asked}
+        seen = {(int(port, 16), uid, inode) for _, _, _, port, _, uid, inode, _ in asked}
         assert seen == listed and {80, 8089, 5353} <= {port for port, _, _ in seen}, (seen, listed)
     finally:
         shell.close()
@@ -388,3 +388,49 @@ def test_processes_read_from_this_machine_are_the_judges_own_listing(client, ima
     assert any(p.exe == "/tmp/nap (deleted)" for p in facts.values())
     assert any(p.exe == "/usr/bin/dash" and "metrics-agent" in p.args for p in facts.values())
     assert daemons_ps - {"ps", "find"} == daemons_facts, daemons_ps ^ daemons_facts
+
+
+ODD_LISTENERS = (
+    "setsid nc -l -p 8089",  # TCP on every address
+    "setsid nc -6 -l -p 8090",  # TCP on IPv6
+    "setsid nc -u -l -p 5353",  # UDP, unconnected
+    "setsid nc -u 127.0.0.1 9",  # UDP, connected: listens to nobody
+    "setsid nc -lU /run/odd.sock",  # a UNIX stream listener
+    "setsid nc -luU /run/odd.dgram",  # a UNIX datagram socket
+)
+
+
+@pytest.mark.live
+def test_listeners_read_from_this_machine_are_the_judges_own_listing(client, images, live_host, test_run_id):
+    """``listeners_unchanged`` reads a host's listeners from this machine (sock_diag, its
+    /proc/net/unix and each socket file's own entry in its root) instead of ``ss`` and
+    ``stat`` in the judge: TCP on IPv4 and IPv6, UDP connected and not, UNIX stream and
+    datagram sockets, one loosened to 666 and one whose file became a link: the same (an
+    IPv6 wildcard that takes IPv4 too is `*`, as ss shows it)."""
+    from fixos.stack.inspector import HOST_ROOT
+    from fixos.stack.judge import Judge
+    from fixos.verifier.base import Probe
+    from fixos.verifier.posture import listeners
+
+    shell = live_host.shell(default_timeout=30)
+    try:
+        quiet = " </dev/null >/dev/null 2>&1 &"
+        assert shell.run(" ".join(f"{c}{quiet}" for c in ODD_LISTENERS) + " sleep 0.5", timeout=30).ok
+        assert shell.run("chmod 666 /run/odd.sock && ln -sf /etc/hostname /run/php/php8.2-fpm.sock").ok
+    finally:
+        shell.close()
+    with Judge(client, images["inspector"], run_id=test_run_id) as judge:
+        session = judge.session(live_host)
+        try:
+            bare = type("Bare", (), {"name": live_host.name})()
+            judged = Probe(backend.testinfra_host(session), session, bare, root=HOST_ROOT)
+            here = Probe(backend.testinfra_host(session), session, live_host, root=HOST_ROOT)
+            assert judged.listener_lines() is None and here.listener_lines() is not None
+            by_ss, by_facts = listeners(judged), listeners(here)
+        finally:
+            session.close()
+    assert by_ss == by_facts, set(by_ss) ^ set(by_facts)
+    assert {"tcp 0.0.0.0:8089", "tcp *:8090", "udp 0.0.0.0:5353", "unix /run/odd.sock 0:0 666"} <= set(
+        by_facts
+    ), by_facts
+    assert "unix /run/php/php8.2-fpm.sock 0:0 777" in by_facts and "udp 127.0.0.1:" not in str(by_facts)

@@ -30,6 +30,8 @@ class Facts(Protocol):
 
     def process_table(self) -> list[HostProcess]: ...
 
+    def listener_lines(self) -> list[str] | None: ...
+
     def listening(self) -> bytes: ...
 
     def modes(self, trees: Sequence[str]) -> dict[str, str] | None: ...
@@ -103,6 +105,13 @@ class Probe:
         read = getattr(self.access, "facts", None)
         facts = read() if read is not None else None
         return facts.process_table() if facts is not None else None
+
+    def listener_lines(self) -> list[str] | None:
+        """The host's listeners read now from this machine (``Facts.listener_lines``), None
+        where this machine cannot."""
+        read = getattr(self.access, "facts", None)
+        facts = read() if read is not None else None
+        return facts.listener_lines() if facts is not None else None
 
     def path(self, path: str) -> str:
         """``path`` on the host as ``shell`` reaches it."""

@@ -58,6 +58,9 @@ def listeners(probe: Probe) -> list[str]:
     """``tcp 0.0.0.0:80``, ``unix /run/php/php8.2-fpm.sock 33:33 660``, sorted.
     RuntimeError when the looking side could not read them (an exported task's peer
     over ssh under load once read as "every listener gone")."""
+    local = probe.listener_lines()
+    if local is not None:  # from this machine: no ss, no stat in the judge
+        return local
     out = _read(probe, _LISTENERS)
     if out is None:
         raise RuntimeError(f"could not read the listeners ({READ_TRIES} tries)")
