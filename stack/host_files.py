@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
+import socket
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -154,6 +156,24 @@ class HostFiles:
             return os.readlink("", dir_fd=handle)
         except OSError:
             return None
+        finally:
+            os.close(handle)
+
+    def connect(self, path: str, timeout: float) -> socket.socket:
+        """A stream connection to the UNIX socket at ``path``, resolved inside the host's
+        root (a link planted there never reaches a socket of this machine's); OSError."""
+        handle = open_in_root(self._root, path)
+        try:
+            if not stat.S_ISSOCK(os.fstat(handle).st_mode):
+                raise OSError(errno.ENOTSOCK, "not a socket", path)
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout)
+            try:
+                sock.connect(f"/proc/self/fd/{handle}")
+            except OSError:
+                sock.close()
+                raise
+            return sock
         finally:
             os.close(handle)
 

@@ -434,3 +434,53 @@ def test_listeners_read_from_this_machine_are_the_judges_own_listing(client, ima
         by_facts
     ), by_facts
     assert "unix /run/php/php8.2-fpm.sock 0:0 777" in by_facts and "udp 127.0.0.1:" not in str(by_facts)
+
+
+QUERIES = (
+    "SELECT 1",
+    "SELECT NULL, 'a\\tb', 'line\\nnext', 'back\\\\slash', '', 0x00, 'été'",
+    "SELECT COUNT(*) FROM shop.orders; CHECKSUM TABLE shop.orders EXTENDED",
+    "SELECT * FROM shop.no_such_table",
+    "DO 1",
+    "SELECT 1; SELECT * FROM shop.no_such_table",
+    "SELECT LOWER(VARIABLE_NAME), VARIABLE_VALUE FROM information_schema.GLOBAL_VARIABLES",
+    "SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema = 'shop'",
+    "SELEC nonsense",
+)
+
+
+@pytest.mark.live
+def test_sql_asked_from_this_machine_answers_as_the_judges_client(client, images, live_host, test_run_id):
+    """``Probe.sql`` asks a host's MariaDB from this machine over one kept connection (the
+    protocol in ``verifier/wire.py``) instead of a ``mariadb`` client in the judge: the
+    same output and exit code for rows, NULLs and escapes, several statements, errors and
+    statements without rows; after a restart of MariaDB the kept connection is made anew;
+    and a socket the host turned into a link to this machine's engine is not followed."""
+    from fixos.stack.inspector import HOST_ROOT
+    from fixos.stack.judge import Judge
+    from fixos.verifier.base import WIRE, Probe, let_go
+
+    memo: dict = {}
+    with Judge(client, images["inspector"], run_id=test_run_id) as judge:
+        session = judge.session(live_host)
+        try:
+            bare = type("Bare", (), {"name": live_host.name})()
+            judged = Probe(backend.testinfra_host(session), session, bare, root=HOST_ROOT)
+            here = Probe(backend.testinfra_host(session), session, live_host, root=HOST_ROOT, memo=memo)
+            for query in QUERIES:
+                by_cli, by_wire = judged.sql(query), here.sql(query)
+                assert (by_wire.exit_code, by_wire.output) == (by_cli.exit_code, by_cli.output), query
+            assert here.sql("SELECT 1").output == "1\n" and WIRE in memo
+            assert live_host.run_program(["/bin/sh", "-c", "service mariadb restart"], timeout=60).ok
+            assert here.sql("SELECT 2").output == "2\n", "a kept connection is made again after a restart"
+            assert live_host.run_program(["/bin/sh", "-c", "service mariadb stop"], timeout=60).ok
+            stopped_cli, stopped_wire = judged.sql("SELECT 1"), here.sql("SELECT 1")
+            assert stopped_cli.exit_code == stopped_wire.exit_code == 1, (stopped_cli, stopped_wire)
+            link = "ln -sf /var/run/docker.sock /run/mysqld/mysqld.sock"
+            assert live_host.run_program(["/bin/sh", "-c", link]).ok
+            linked = here.sql("SELECT 1")
+            assert linked.exit_code == 1 and "HTTP" not in linked.output, linked
+        finally:
+            let_go(memo)
+            session.close()
+    assert WIRE not in memo

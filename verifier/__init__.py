@@ -3,7 +3,18 @@
 ``judge`` is the entry point: it judges a set of hosts, healthy, broken or after the agent.
 """
 
-from .base import CHECKS, Check, HostAccess, Probe
+from .base import CHECKS, Check, HostAccess, Probe, let_go
 from .verify import Baseline, CheckEntry, Judgement, Moment, judge
 
-__all__ = ["CHECKS", "Baseline", "Check", "CheckEntry", "HostAccess", "Judgement", "Moment", "Probe", "judge"]
+__all__ = [
+    "CHECKS",
+    "Baseline",
+    "Check",
+    "CheckEntry",
+    "HostAccess",
+    "Judgement",
+    "Moment",
+    "Probe",
+    "judge",
+    "let_go",
+]
