@@ -37,7 +37,7 @@ import socket
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from ..core.models import HostProcess
 from . import sockdiag
@@ -214,9 +214,11 @@ class HostFacts:
 
     # -- processes and sockets --------------------------------------------
 
-    def _processes(self) -> bytes:
+    def _each_process(self) -> Iterator[tuple[str, bytes, bytes, str, os.stat_result]]:
+        """(PID as this machine numbers it, its stat line, command line, executable, its
+        /proc entry's stat) of each process of the host's PID namespace; one that ended
+        while read is passed over, as a look from inside would miss it."""
         mine = os.readlink(f"/proc/{self._pid}/ns/pid")
-        rows = []
         for item in os.scandir("/proc"):
             if not item.name.isdigit():
                 continue
@@ -225,9 +227,7 @@ class HostFacts:
                 if os.readlink(f"{base}/ns/pid") != mine:
                     continue
                 with open(f"{base}/stat", "rb") as f:
-                    comm, _, after = f.read().rpartition(b")")
-                fields = after.split()
-                state = fields[0] if fields[0] in (b"Z", b"T", b"t", b"X") else b"-"
+                    line = f.read()
                 with open(f"{base}/cmdline", "rb") as f:
                     argv = f.read()
                 try:
@@ -235,37 +235,33 @@ class HostFacts:
                 except OSError:
                     exe = ""
                 owner = os.stat(base)
-            except (OSError, IndexError):
-                continue  # gone while read: the facts differ anyway, by its absence
-            row = (item.name, fields[1], fields[19], state, comm, argv, exe, owner.st_uid, owner.st_gid)
-            rows.append(row)
+            except OSError:
+                continue
+            yield item.name, line, argv, exe, owner
+
+    def _processes(self) -> bytes:
+        rows = []
+        for name, line, argv, exe, owner in self._each_process():
+            comm, _, after = line.rpartition(b")")
+            fields = after.split()
+            if len(fields) < 20:
+                continue
+            state = fields[0] if fields[0] in (b"Z", b"T", b"t", b"X") else b"-"
+            rows.append((name, fields[1], fields[19], state, comm, argv, exe, owner.st_uid, owner.st_gid))
         return hashlib.sha256(repr(sorted(rows)).encode()).digest()
 
     def process_table(self) -> list[HostProcess]:
         """Every process of the host's PID namespace, numbered as the host numbers them
         (``NSpid``), read now (never kept: a judgement looks twice)."""
-        mine = os.readlink(f"/proc/{self._pid}/ns/pid")
         seen = []
-        for item in os.scandir("/proc"):
-            if not item.name.isdigit():
-                continue
-            base = f"/proc/{item.name}"
+        for name, line, argv, exe, _ in self._each_process():
             try:
-                if os.readlink(f"{base}/ns/pid") != mine:
-                    continue
-                with open(f"{base}/stat", "rb") as f:
-                    head, _, after = f.read().rpartition(b")")
-                with open(f"{base}/status", "rb") as f:
-                    nspid = next(line for line in f if line.startswith(b"NSpid:")).split()[-1]
-                with open(f"{base}/cmdline", "rb") as f:
-                    argv = f.read()
-                try:
-                    exe = os.readlink(f"{base}/exe")
-                except OSError:
-                    exe = ""
+                with open(f"/proc/{name}/status", "rb") as f:
+                    nspid = next(row for row in f if row.startswith(b"NSpid:")).split()[-1]
+                head, _, after = line.rpartition(b")")
                 fields = after.split()
                 comm = head.partition(b"(")[2].decode("utf-8", "replace")
-                seen.append((int(item.name), int(nspid), int(fields[1]), fields[0].decode(), comm, argv, exe))
+                seen.append((int(name), int(nspid), int(fields[1]), fields[0].decode(), comm, argv, exe))
             except (OSError, IndexError, ValueError, StopIteration):
                 continue  # gone while read, as from inside
         inside = {outer: pid for outer, pid, *_ in seen}

@@ -9,6 +9,7 @@ drop-in added, a mode loosened, and a setting changed through MariaDB's own prot
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import os
 import time
@@ -322,6 +323,25 @@ def test_sock_diag_lists_what_the_proc_tables_list(live_host: LiveHost):
         shell.close()
 
 
+@contextlib.contextmanager
+def _judged_both_ways(client, images, host: LiveHost, run_id: str, memo: dict | None = None):
+    """Two probes through one judge's session on ``host``: one that reads through the judge
+    alone (as off this machine), one that reads from this machine where it can."""
+    from fixos.stack.inspector import HOST_ROOT
+    from fixos.stack.judge import Judge
+    from fixos.verifier.base import Probe
+
+    with Judge(client, images["inspector"], run_id=run_id) as judge:
+        session = judge.session(host)
+        try:
+            bare = type("Bare", (), {"name": host.name})()
+            judged = Probe(backend.testinfra_host(session), session, bare, root=HOST_ROOT)
+            here = Probe(backend.testinfra_host(session), session, host, root=HOST_ROOT, memo=memo)
+            yield judged, here
+        finally:
+            session.close()
+
+
 ODD_PROCESSES = (
     "( setsid sh -c '(sleep 0.1 &) ; exec sleep 1000' </dev/null >/dev/null 2>&1 & )",  # no zombie
     "( setsid sh -c 'sleep 0.1 & exec sleep 1001' </dev/null >/dev/null 2>&1 & )",  # a zombie
@@ -357,9 +377,6 @@ def test_processes_read_from_this_machine_are_the_judges_own_listing(client, ima
     control characters, a deleted executable, another user's processes and parentheses in
     a name, both listings agree on every process outside the readers' own sessions (the
     state by its kernel letter: ``ps`` adds flags no check reads)."""
-    from fixos.stack.inspector import HOST_ROOT
-    from fixos.stack.judge import Judge
-    from fixos.verifier.base import Probe
     from fixos.verifier.running import _walk
     from fixos.verifier.system import _daemons
 
@@ -369,17 +386,10 @@ def test_processes_read_from_this_machine_are_the_judges_own_listing(client, ima
     finally:
         shell.close()
     time.sleep(0.4)
-    with Judge(client, images["inspector"], run_id=test_run_id) as judge:
-        session = judge.session(live_host)
-        try:
-            bare = type("Bare", (), {"name": live_host.name})()
-            judged = Probe(backend.testinfra_host(session), session, bare, root=HOST_ROOT)
-            here = Probe(backend.testinfra_host(session), session, live_host, root=HOST_ROOT)
-            assert judged.process_table() is None and here.process_table() is not None
-            by_ps, by_facts = _walk(judged), _walk(here)
-            daemons_ps, daemons_facts = _daemons(judged), _daemons(here)
-        finally:
-            session.close()
+    with _judged_both_ways(client, images, live_host, test_run_id) as (judged, here):
+        assert judged.process_table() is None and here.process_table() is not None
+        by_ps, by_facts = _walk(judged), _walk(here)
+        daemons_ps, daemons_facts = _daemons(judged), _daemons(here)
     ps = {pid: dataclasses.replace(p, state=p.state[0]) for pid, p in _beyond_sessions(by_ps).items()}
     facts = _beyond_sessions(by_facts)
     assert ps == facts, set(ps.items()) ^ set(facts.items())
@@ -407,9 +417,6 @@ def test_listeners_read_from_this_machine_are_the_judges_own_listing(client, ima
     ``stat`` in the judge: TCP on IPv4 and IPv6, UDP connected and not, UNIX stream and
     datagram sockets, one loosened to 666 and one whose file became a link: the same (an
     IPv6 wildcard that takes IPv4 too is `*`, as ss shows it)."""
-    from fixos.stack.inspector import HOST_ROOT
-    from fixos.stack.judge import Judge
-    from fixos.verifier.base import Probe
     from fixos.verifier.posture import listeners
 
     shell = live_host.shell(default_timeout=30)
@@ -419,16 +426,9 @@ def test_listeners_read_from_this_machine_are_the_judges_own_listing(client, ima
         assert shell.run("chmod 666 /run/odd.sock && ln -sf /etc/hostname /run/php/php8.2-fpm.sock").ok
     finally:
         shell.close()
-    with Judge(client, images["inspector"], run_id=test_run_id) as judge:
-        session = judge.session(live_host)
-        try:
-            bare = type("Bare", (), {"name": live_host.name})()
-            judged = Probe(backend.testinfra_host(session), session, bare, root=HOST_ROOT)
-            here = Probe(backend.testinfra_host(session), session, live_host, root=HOST_ROOT)
-            assert judged.listener_lines() is None and here.listener_lines() is not None
-            by_ss, by_facts = listeners(judged), listeners(here)
-        finally:
-            session.close()
+    with _judged_both_ways(client, images, live_host, test_run_id) as (judged, here):
+        assert judged.listener_lines() is None and here.listener_lines() is not None
+        by_ss, by_facts = listeners(judged), listeners(here)
     assert by_ss == by_facts, set(by_ss) ^ set(by_facts)
     assert {"tcp 0.0.0.0:8089", "tcp *:8090", "udp 0.0.0.0:5353", "unix /run/odd.sock 0:0 666"} <= set(
         by_facts
@@ -456,17 +456,11 @@ def test_sql_asked_from_this_machine_answers_as_the_judges_client(client, images
     same output and exit code for rows, NULLs and escapes, several statements, errors and
     statements without rows; after a restart of MariaDB the kept connection is made anew;
     and a socket the host turned into a link to this machine's engine is not followed."""
-    from fixos.stack.inspector import HOST_ROOT
-    from fixos.stack.judge import Judge
-    from fixos.verifier.base import WIRE, Probe, let_go
+    from fixos.verifier.base import WIRE, let_go
 
     memo: dict = {}
-    with Judge(client, images["inspector"], run_id=test_run_id) as judge:
-        session = judge.session(live_host)
+    with _judged_both_ways(client, images, live_host, test_run_id, memo) as (judged, here):
         try:
-            bare = type("Bare", (), {"name": live_host.name})()
-            judged = Probe(backend.testinfra_host(session), session, bare, root=HOST_ROOT)
-            here = Probe(backend.testinfra_host(session), session, live_host, root=HOST_ROOT, memo=memo)
             for query in QUERIES:
                 by_cli, by_wire = judged.sql(query), here.sql(query)
                 assert (by_wire.exit_code, by_wire.output) == (by_cli.exit_code, by_cli.output), query
@@ -482,5 +476,4 @@ def test_sql_asked_from_this_machine_answers_as_the_judges_client(client, images
             assert linked.exit_code == 1 and "HTTP" not in linked.output, linked
         finally:
             let_go(memo)
-            session.close()
     assert WIRE not in memo
