@@ -1,0 +1,70 @@
+"""``verifier/wire.py`` against servers that are not MariaDB: root in a host can put anything
+on its socket. Every answer is an error or a time-out within the bound, never an exception
+or a wait past it. (Its answers from a real MariaDB are held equal to the ``mariadb``
+client's in ``tests/test_facts.py``.)"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+
+from fixos.verifier.wire import MariaDB, statements
+
+
+def _packet(seq: int, payload: bytes) -> bytes:
+    return struct.pack("<I", len(payload))[:3] + bytes([seq]) + payload
+
+
+def _served(script) -> MariaDB:
+    """A client whose every connection is served by ``script(sock)`` in a thread."""
+
+    def connect(timeout: float) -> socket.socket:
+        ours, theirs = socket.socketpair()
+        threading.Thread(target=script, args=(theirs,), daemon=True).start()
+        return ours
+
+    return MariaDB(connect, "a test server")
+
+
+def test_a_refusal_at_the_greeting_is_the_servers_own_words():
+    def busy(sock):
+        sock.sendall(_packet(0, b"\xff" + struct.pack("<H", 1040) + b"#08004Too many connections"))
+
+    out = _served(busy).query("SELECT 1", timeout=2, connect_timeout=1)
+    assert out.exit_code == 1 and out.output == "ERROR 1040 (08004): Too many connections\n", out
+
+
+def test_a_server_that_dribbles_is_cut_off_at_the_bound():
+    def dribble(sock):
+        with sock:
+            for _ in range(400):
+                try:
+                    sock.sendall(b"\x01")
+                except OSError:
+                    return
+                time.sleep(0.01)
+
+    started = time.monotonic()
+    out = _served(dribble).query("SELECT 1", timeout=0.5, connect_timeout=None)
+    assert out.timed_out and out.exit_code == 124 and time.monotonic() - started < 1.5, out
+
+
+def test_nonsense_is_an_error_not_an_exception():
+    def nonsense(sock):
+        with sock:
+            sock.sendall(_packet(0, b"HTTP/1.1 400 Bad Request\r\n"))
+
+    out = _served(nonsense).query("SELECT 1", timeout=2, connect_timeout=1)
+    assert out.exit_code == 1 and "Can't connect" in out.output, out
+
+
+def test_statements_are_cut_as_the_client_cuts_them():
+    assert statements("SELECT 1; SELECT ';' -- a; comment\n; /* ; */ SELECT `a;b`;") == [
+        "SELECT 1",
+        "SELECT ';' -- a; comment",
+        "/* ; */ SELECT `a;b`",
+    ]
+    assert statements("SELECT 'it''s; fine', \"x\\\";y\"") == ["SELECT 'it''s; fine', \"x\\\";y\""]
+    assert statements(" ; ;") == []
