@@ -78,6 +78,8 @@ class HostProcess:
     args: str
     """the command line joined by spaces; ``[comm]`` when empty, ``[comm] <defunct>`` for a zombie."""
     exe: str
+    cmdline: str = ""
+    """the command line as it is, its arguments joined by spaces (no ``[comm]``, no ``?``)."""
 
 
 @dataclass(frozen=True)

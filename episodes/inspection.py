@@ -32,7 +32,7 @@ from ..stack.facts import HostFacts
 from ..stack.hosts import LiveHost
 from ..stack.inspector import HOST_ROOT, Inspector
 from ..stack.judge import NAME_FILES, REFRESH_NAMES, Judge
-from ..verifier import CheckEntry, Probe, let_go
+from ..verifier import CheckEntry, Probe
 from ..verifier.backend import kept_testinfra_host
 from ..verifier.verify import reward_of
 
@@ -307,8 +307,6 @@ class JudgeSessions:
         kept, self._kept = self._kept, {}
         for shell in kept.values():
             shell.close()
-        for memo in self._memos.values():
-            let_go(memo)
 
 
 @contextlib.contextmanager

@@ -266,7 +266,15 @@ class HostFacts:
                 continue  # gone while read, as from inside
         inside = {outer: pid for outer, pid, *_ in seen}
         return [
-            HostProcess(pid, inside.get(parent, 0), state, comm, _args(argv, comm, state), exe)
+            HostProcess(
+                pid,
+                inside.get(parent, 0),
+                state,
+                comm,
+                _args(argv, comm, state),
+                exe,
+                argv.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace"),
+            )
             for _, pid, parent, state, comm, argv, exe in seen
         ]
 

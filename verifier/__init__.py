@@ -3,7 +3,7 @@
 ``judge`` is the entry point: it judges a set of hosts, healthy, broken or after the agent.
 """
 
-from .base import CHECKS, Check, HostAccess, Probe, let_go
+from .base import CHECKS, Check, HostAccess, Probe
 from .verify import Baseline, CheckEntry, Judgement, Moment, judge
 
 __all__ = [
@@ -16,5 +16,4 @@ __all__ = [
     "Moment",
     "Probe",
     "judge",
-    "let_go",
 ]

@@ -17,8 +17,6 @@ from ..shells.base import Shell
 from .vantage import MARIADB_SOCKET, mariadb_command, under
 from .wire import MariaDB
 
-WIRE = "mariadb-wire"
-"""where a probe's memo keeps its host's MariaDB connection (``Probe.sql``)."""
 SQL_TRIES = 16
 """how often ``Probe.sql`` asks while the server says "Too many connections"."""
 
@@ -117,19 +115,13 @@ class Probe:
         return facts.listener_lines() if facts is not None else None
 
     def _wire(self) -> MariaDB | None:
-        """The host's MariaDB asked from this machine where its root is (``HostFiles``), one
-        connection kept in the memo for the episode; None elsewhere (the judge's client)."""
-        kept = self.memo.get(WIRE) if self.memo is not None else None
-        if kept is not None:
-            return kept
+        """The host's MariaDB asked from this machine where its root is (``HostFiles``); None
+        elsewhere (then the judge's client asks)."""
         local = getattr(self.access, "local_files", None)
         root = local() if local is not None else None
         if root is None:
             return None
-        wire = MariaDB(lambda timeout: root.connect(MARIADB_SOCKET, timeout), MARIADB_SOCKET)
-        if self.memo is not None:
-            self.memo[WIRE] = wire
-        return wire
+        return MariaDB(lambda timeout: root.connect(MARIADB_SOCKET, timeout), MARIADB_SOCKET)
 
     def path(self, path: str) -> str:
         """``path`` on the host as ``shell`` reaches it."""
@@ -143,28 +135,21 @@ class Probe:
         Asked again while that lasts: a client killed mid-handshake holds the slot for a
         moment, on a loaded machine for more than a second (about 5 s in all)."""
         wire = self._wire()
-        if wire is not None:  # from this machine, over a connection kept for the episode
-            with self.db_turn:
-                try:
-                    return wire.query(query, timeout=timeout, connect_timeout=connect_timeout)
-                finally:
-                    if self.memo is None:
-                        wire.close()
         command = mariadb_command(query, self.root, connect_timeout=connect_timeout) + " 2>&1"
         with self.db_turn:
             for _ in range(SQL_TRIES):
-                out = self.shell.run(command, timeout=timeout)
+                if wire is not None:
+                    # from this machine, a connection for this question only: one kept open
+                    # would hold the one slot MariaDB keeps for an admin, which the agent needs
+                    # against a flood (medium_7), and count among THREADS_CONNECTED
+                    out = wire.query(query, timeout=timeout, connect_timeout=connect_timeout)
+                    wire.close()
+                else:
+                    out = self.shell.run(command, timeout=timeout)
                 if "Too many connections" not in out.output:
                     break
                 time.sleep(0.3)
         return out
-
-
-def let_go(memo: dict[str, Any]) -> None:
-    """Close what a host's memo holds open once its episode ends: its MariaDB connection."""
-    wire = memo.pop(WIRE, None)
-    if wire is not None:
-        wire.close()
 
 
 class CheckParams(BaseModel):

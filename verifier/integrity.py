@@ -197,10 +197,15 @@ def _look(probe: Probe, names: list[str]) -> tuple[Masters, dict[str, str]]:
     binary, command line and the names of its ancestors up to PID 1; and ``""``
     when its config test passes, else the test's first line of complaint."""
     in_host = not probe.root  # from an inspector, the tests run in the host (_tests_in_host)
+    local = None if in_host else probe.process_table()
+    if local is not None:  # from this machine: one reading, every process in it alive
+        table = {p.pid: (p.ppid, p.comm) for p in local}
+        details = {p.pid: (p.exe, p.cmdline.strip()) for p in local if p.comm in names}
+        return _masters_of(names, table, details, set(details)), tests_in_host(probe, names)
     tests = " ".join(_TEST.format(test=DAEMONS[n], name=n) for n in names) if in_host else ""
     out = probe.shell.run(f"{_PROCS.replace('__NAMES__', ' '.join(names))}; {tests} wait", timeout=30).output
-    table: dict[int, tuple[int, str]] = {}
-    details: dict[int, tuple[str, str]] = {}
+    table = {}
+    details = {}
     complaints = dict.fromkeys(names, "no answer from its test")
     alive: set[int] = set()
     for line in out.splitlines():
@@ -221,6 +226,16 @@ def _look(probe: Probe, names: list[str]) -> tuple[Masters, dict[str, str]]:
             name, _, code = head.partition(" ")
             if name in complaints:
                 complaints[name] = "" if code == "0" else (first.strip() or f"exit {code}")[:160]
+    if not in_host:
+        complaints = tests_in_host(probe, names)
+    return _masters_of(names, table, details, alive), complaints
+
+
+def _masters_of(
+    names: list[str], table: dict[int, tuple[int, str]], details: dict[int, tuple[str, str]], alive: set[int]
+) -> Masters:
+    """Per daemon, each master (its parent is not the same program), from ``table`` (pid ->
+    parent, name) and ``details`` (pid -> executable, command line) of its processes."""
     masters: Masters = {name: [] for name in names}
     for pid, (exe, cmdline) in sorted(details.items()):
         if pid not in alive:
@@ -234,9 +249,7 @@ def _look(probe: Probe, names: list[str]) -> tuple[Masters, dict[str, str]]:
             chain.append(parent_name)
             up = parent
         masters[name].append({"pid": pid, "exe": exe, "cmdline": cmdline, "chain": chain})
-    if not in_host:
-        complaints = tests_in_host(probe, names)
-    return masters, complaints
+    return masters
 
 
 def _unofficial(master: dict[str, Any], healthy: dict[str, Any]) -> str:

@@ -4,8 +4,8 @@ and write what ``mariadb -N -B -e`` would print (rows tab-separated, values esca
 ``NULL``; ``ERROR <code> (<state>) at line 1: <message>`` and exit 1 on an error).
 
 Why: a ``mariadb`` client started in the judge for each query cost ~10 CPU-ms and a
-fork, a dozen times an episode; one connection from this machine, kept for the
-episode, asks in a fraction of a millisecond (``Probe.sql``). The server may be the
+fork, a dozen times an episode; a connection from this machine asks in about a
+millisecond (``Probe.sql``: one a question, never kept, as the client's were). The server may be the
 agent's (root in the host can put anything on the socket), so every length is bounded
 and a malformed answer is an error, never an exception.
 """
