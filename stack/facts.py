@@ -217,8 +217,12 @@ class HostFacts:
     def _each_process(self) -> Iterator[tuple[str, bytes, bytes, str, os.stat_result]]:
         """(PID as this machine numbers it, its stat line, command line, executable, its
         /proc entry's stat) of each process of the host's PID namespace; one that ended
-        while read is passed over, as a look from inside would miss it."""
-        mine = os.readlink(f"/proc/{self._pid}/ns/pid")
+        while read is passed over, as a look from inside would miss it; none when the host's
+        init is gone (a halted host: the checks then fail on a listing without it)."""
+        try:
+            mine = os.readlink(f"/proc/{self._pid}/ns/pid")
+        except OSError:
+            return
         for item in os.scandir("/proc"):
             if not item.name.isdigit():
                 continue

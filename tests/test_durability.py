@@ -180,12 +180,26 @@ def test_a_two_phase_verdict_survives_the_journal_and_an_older_line_still_reads(
 
 
 @pytest.mark.live
-def test_restarts_go_through_the_init_scripts_and_give_new_main_processes(live_host: LiveHost) -> None:
+def test_restarts_go_through_the_init_scripts_and_give_new_main_processes(
+    live_host: LiveHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """All of a host's restarts in one engine exec (``side_by_side``), each timed apart."""
     services = ["nginx", "mariadb", "php8.2-fpm", "ssh"]
     before = main_processes(live_host, services).processes
     assert all(before.values()), before
+    runs: list[list[str]] = []
+    run_program = live_host.run_program
+
+    def counted(argv, *args, **kwargs):
+        runs.append(argv)
+        return run_program(argv, *args, **kwargs)
+
+    monkeypatch.setattr(live_host, "run_program", counted)
     restarts = restart_services({"web": live_host}, {"web": services})
+    monkeypatch.undo()
     assert all(r.result.ok for r in restarts), [r.line for r in restarts]
+    assert len(runs) == 1 and [r.service for r in restarts] == services, runs
+    assert len({r.result.duration for r in restarts}) > 1  # each decided on its own
     after = main_processes(live_host, services)
     assert all(after.processes.values()), after
     assert all(after.processes[s] != before[s] for s in services), (before, after)
