@@ -243,7 +243,7 @@ class Judge:
             said, code = self._prove(own)
             if code != 0:
                 raise StackError(f"entering a namespace failed: {said.strip()[-200:]}")
-        except (DockerException, StackError, OSError) as exc:
+        except (DockerException, StackError, ShellError, OSError) as exc:
             self.why_not = f"{type(exc).__name__}: {exc}"[:300]
             log.warning(
                 "engine cannot run a long-lived judge (%s): each judgement starts inspectors", self.why_not

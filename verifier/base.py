@@ -100,18 +100,21 @@ class Probe:
                 self._facts.append(found if usable else None)
             return self._facts[0]
 
+    def _here(self) -> Facts | None:
+        """The host as this machine reads it now, None where it cannot."""
+        read = getattr(self.access, "facts", None)
+        return read() if read is not None else None
+
     def process_table(self) -> list[HostProcess] | None:
         """The host's processes read now from this machine (``Facts.process_table``), None
         where this machine cannot (then a check lists them through ``shell``)."""
-        read = getattr(self.access, "facts", None)
-        facts = read() if read is not None else None
+        facts = self._here()
         return facts.process_table() if facts is not None else None
 
     def listener_lines(self) -> list[str] | None:
         """The host's listeners read now from this machine (``Facts.listener_lines``), None
         where this machine cannot."""
-        read = getattr(self.access, "facts", None)
-        facts = read() if read is not None else None
+        facts = self._here()
         return facts.listener_lines() if facts is not None else None
 
     def _wire(self) -> MariaDB | None:
