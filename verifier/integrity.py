@@ -10,6 +10,7 @@ is dropped at ``refine``; the rest must be as on the healthy host.
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 from pydantic import Field
@@ -170,6 +171,8 @@ def one_shot(name: str, exe: str, cmdline: str) -> bool:
     return exe == ARGV[name][0] and any(a in ONE_SHOT[name] for a in args)
 
 
+AGAIN_SECONDS = 0.05
+"""how long after a blank command line it is read again: longer than an exec takes."""
 _RETRY_LOG = re.compile(r"(?:^| )--log-error=/tmp/tmp\.[A-Za-z0-9]{10}\.err(?= |$)")
 _ANY_LOG = re.compile(r"(?:^| )--log-error=\S+(?= |$)")
 
@@ -198,10 +201,27 @@ def _look(probe: Probe, names: list[str]) -> tuple[Masters, dict[str, str]]:
     when its config test passes, else the test's first line of complaint."""
     in_host = not probe.root  # from an inspector, the tests run in the host (_tests_in_host)
     local = None if in_host else probe.process_table()
-    if local is not None:  # from this machine: one reading, every process in it alive
+    if local is not None:  # from this machine
         table = {p.pid: (p.ppid, p.comm) for p in local}
         details = {p.pid: (p.exe, p.cmdline.strip()) for p in local if p.comm in names}
-        return _masters_of(names, table, details, set(details)), tests_in_host(probe, names)
+        # a process without an executable has let go of its memory: it is exiting (an init
+        # script's `mariadbd --print-defaults` caught on its way out, its command line gone,
+        # still running for a few ms under load), never a master; no living process can
+        # shed its executable, so a daemon that blanks its command line is still judged
+        alive = {p.pid for p in local if p.pid in details and p.exe and p.state != "Z"}
+        # one read mid-exec has its new name and program but not yet its command line:
+        # read again a moment later (a daemon that blanked its own is blank then too)
+        blank = [pid for pid in alive if not details[pid][1]]
+        if blank:
+            time.sleep(AGAIN_SECONDS)
+            again = {p.pid: p for p in probe.process_table() or []}
+            for pid in blank:
+                later = again.get(pid)
+                if later is None or not later.exe or later.state == "Z":
+                    alive.discard(pid)
+                else:
+                    details[pid] = (later.exe, later.cmdline.strip())
+        return _masters_of(names, table, details, alive), tests_in_host(probe, names)
     tests = " ".join(_TEST.format(test=DAEMONS[n], name=n) for n in names) if in_host else ""
     out = probe.shell.run(f"{_PROCS.replace('__NAMES__', ' '.join(names))}; {tests} wait", timeout=30).output
     table = {}
