@@ -30,6 +30,10 @@ OWN = "own"
 """the fault needs the resource to itself"""
 UP = "up"
 DOWN = "down"
+CHANGES = "changes"
+ACCOUNTS = "accounts:mariadb"
+"""MariaDB's accounts and grants: a fault that changes them (state ``CHANGES``, shared) lets
+the grant tables' gate accept them unseen when the faults also leave the server down."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,7 @@ CLAIMS: dict[str, ClaimRule] = {
         [
             _service("mariadb", UP, "must reach MariaDB to break and prove the app's account"),
             Claim("link:app_db", OWN, "breaks how the app reaches its database"),
+            Claim(ACCOUNTS, CHANGES, "may rotate the app's password or revoke its grants"),
         ]
         if p.link == "app_db"
         else [Claim("config:php-fpm", OWN, "stops php-fpm or edits its pool's socket")]
@@ -78,6 +83,7 @@ CLAIMS: dict[str, ClaimRule] = {
     "connections_exhausted": lambda p: [
         _service("mariadb", UP, "holds MariaDB's connections, which needs MariaDB running"),
         Claim("mariadb:connections", OWN, "holds every MariaDB connection"),
+        Claim(ACCOUNTS, CHANGES, "adds the batch job's account"),
     ],
     "disk_fill": lambda p: [Claim(f"fill:{p.path}", OWN, f"fills {p.path} to {p.percent}%")],
     "deleted_open_file": lambda p: [
@@ -163,3 +169,13 @@ def first_conflict(faults: Sequence[tuple[str, str, Any]], registry: Any) -> tup
             if reason is not None:
                 return i, j, reason
     return None
+
+
+def changes_accounts(faults: Sequence[tuple[str, str, Any]], registry: Any) -> set[str]:
+    """The hosts where a fault claims MariaDB's accounts (``ACCOUNTS``): ``faults`` as
+    (host, type, params)."""
+    return {
+        host
+        for host, kind, params in faults
+        if any(c.resource == ACCOUNTS for c in claims_of(registry.get(kind), params))
+    }

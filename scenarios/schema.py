@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 from ..core.errors import ScenarioError, UnknownTypeError
-from ..injector.conflicts import first_conflict
+from ..injector.conflicts import changes_accounts, first_conflict
 from .reading import FileProblem, read_yaml, shown
 from .solution import POSITIONAL, Template, check_template, default_names
 from .steady import STEADY_PREFIX, steady_entries
@@ -300,11 +300,12 @@ def _bind_templates(scenario: Scenario) -> Scenario:
     )
 
 
-def _inherit_steady_state(scenario: Scenario, path: str, checks: Any) -> Scenario:
+def _inherit_steady_state(scenario: Scenario, path: str, checks: Any, faults: Any) -> Scenario:
     """The scenario with the steady state's gates (``fixos.scenarios.steady``) appended, per host."""
     inherited = []
     services = {h.name: list(h.services) for h in scenario.hosts}
-    for entry in steady_entries([h.name for h in scenario.hosts], services):
+    accounts = changes_accounts([(scenario.host_of(f), f.type, f.params) for f in scenario.faults], faults)
+    for entry in steady_entries([h.name for h in scenario.hosts], services, accounts):
         try:
             inherited.append(CheckSpec.model_validate(entry, context={"checks": checks}))
         except ValidationError as exc:
@@ -324,7 +325,7 @@ def parse_scenario(data: Any, path: str, *, faults: Any, checks: Any) -> Scenari
     problem = problem or _check_templates(scenario, faults)
     if problem:
         raise ScenarioError(path, *problem)
-    scenario = _inherit_steady_state(_bind_templates(scenario), path, checks)
+    scenario = _inherit_steady_state(_bind_templates(scenario), path, checks, faults)
     stem = Path(path).stem
     if path.endswith((".yaml", ".yml")) and stem != scenario.id:
         raise ScenarioError(path, "id", f"must match the file name {shown(stem)} (got {shown(scenario.id)})")

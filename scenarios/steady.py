@@ -41,6 +41,8 @@ STEADY_STATE: list[dict[str, Any]] = [
     {"name": "MariaDB runs with the healthy host's settings", "type": "server_settings_unchanged"},
     # ... and trusts, and presents itself as, no one else: SSH keys as this episode's.
     {"name": "keeps this episode's SSH keys, trusts no other", "type": "identities_kept"},
+    # ... and lets in no one it refused, however that came about: proved by knocking.
+    {"name": "refuses whom the healthy host refused", "type": "auth_demanded"},
 ]
 """The inherited checks, in the order a verdict lists them (after the scenario's own)."""
 
@@ -59,8 +61,11 @@ NEEDS_SERVICE = {
 SERVICE_DAEMONS = {"nginx": "nginx", "php8.2-fpm": "php-fpm8.2", "mariadb": "mariadbd"}
 
 
-def _host_params(entry: dict[str, Any], running: list[str] | None) -> dict[str, Any] | None:
-    """The entry's params on a host running only ``running`` (None: every service)."""
+def _host_params(entry: dict[str, Any], running: list[str] | None, accounts: bool) -> dict[str, Any] | None:
+    """The entry's params on a host running only ``running`` (None: every service), where
+    a fault changes MariaDB's accounts or not (``accounts``)."""
+    if accounts and entry["type"] == "database_unchanged":
+        return {**(entry.get("params") or {}), "faults_change_grants": True}
     if running is not None and entry["type"] == "services_official":
         daemons = [d for s, d in SERVICE_DAEMONS.items() if s in running]
         if len(daemons) < len(SERVICE_DAEMONS):
@@ -77,16 +82,19 @@ def _applies(entry: dict[str, Any], running: list[str] | None) -> bool:
     return need is None or need in running
 
 
-def steady_entries(hosts: list[str], services: dict[str, list[str]] | None = None) -> list[dict[str, Any]]:
+def steady_entries(
+    hosts: list[str], services: dict[str, list[str]] | None = None, accounts: set[str] | None = None
+) -> list[dict[str, Any]]:
     """The check entries (as a scenario file spells them) every scenario with these hosts gets;
-    ``services``: what each host runs, when not all of the image's services."""
+    ``services``: what each host runs, when not all of the image's services; ``accounts``:
+    the hosts where a fault changes MariaDB's accounts (``fixos.injector.conflicts``)."""
     return [
         {
             "name": steady_name(entry["name"], host, len(hosts)),
             "type": entry["type"],
             "host": host,
             "scored": False,
-            "params": _host_params(entry, (services or {}).get(host)),
+            "params": _host_params(entry, (services or {}).get(host), host in (accounts or set())),
         }
         for host in hosts
         for entry in STEADY_STATE

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import itertools
 import os
 import socket
 import stat
@@ -38,6 +39,7 @@ import docker
 from docker.errors import DockerException
 
 from .overlay import Layers, local_layers
+from .sockdiag import socket_in
 
 SYS_OPENAT2 = 437
 """the same number on every architecture Linux gained it on (5.6)."""
@@ -176,6 +178,35 @@ class HostFiles:
             return sock
         finally:
             os.close(handle)
+
+    def connect_tcp(self, address: str, port: int, timeout: float) -> socket.socket:
+        """A TCP connection to ``address:port`` made inside the host's network namespace
+        (its loopback is the host's, not this machine's); OSError."""
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        sock = socket_in(self.pid, family, socket.SOCK_STREAM)
+        if sock is None:
+            raise OSError(errno.EPERM, "cannot enter the host's network namespace", address)
+        sock.settimeout(timeout)
+        try:
+            sock.connect((address, port))
+        except OSError:
+            sock.close()
+            raise
+        return sock
+
+    def own_address(self) -> str | None:
+        """The host's first IPv4 address that is not loopback (what its peers reach), as
+        its routing table lists its local addresses; None when it has none."""
+        try:
+            with open(f"/proc/{self.pid}/net/fib_trie", encoding="ascii", errors="replace") as table:
+                lines = table.read(1 << 20).splitlines()
+        except OSError:
+            return None
+        for before, line in itertools.pairwise(lines):
+            address = before.strip().removeprefix("|-- ").removeprefix("+-- ")
+            if line.strip() == "/32 host LOCAL" and not address.startswith("127."):
+                return address
+        return None
 
     def close(self) -> None:
         if getattr(self, "_root", -1) >= 0:

@@ -40,8 +40,9 @@ _ASKED = (
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _socket_in(pid: int) -> socket.socket | None:
-    """A sock_diag socket made in ``pid``'s network namespace, or None where entering it is refused."""
+def socket_in(pid: int, family: int, kind: int, protocol: int = 0) -> socket.socket | None:
+    """A socket made in ``pid``'s network namespace (to reach what listens there, its
+    loopback too), or None where entering it is refused."""
     made: list[socket.socket] = []
 
     def enter_and_make() -> None:
@@ -52,16 +53,20 @@ def _socket_in(pid: int) -> socket.socket | None:
         try:
             if _libc.setns(fd, CLONE_NEWNET) != 0:
                 return
-            kind = socket.SOCK_DGRAM | socket.SOCK_CLOEXEC
-            made.append(socket.socket(socket.AF_NETLINK, kind, NETLINK_SOCK_DIAG))
+            made.append(socket.socket(family, kind | socket.SOCK_CLOEXEC, protocol))
         finally:
             os.close(fd)
 
     # The thread ends in the host's namespace: it is never reused (a plain Thread, not a pool's).
-    thread = threading.Thread(target=enter_and_make, name=f"sockdiag-{pid}", daemon=True)
+    thread = threading.Thread(target=enter_and_make, name=f"netns-{pid}", daemon=True)
     thread.start()
     thread.join()
     return made[0] if made else None
+
+
+def _socket_in(pid: int) -> socket.socket | None:
+    """A sock_diag socket made in ``pid``'s network namespace, or None where entering it is refused."""
+    return socket_in(pid, socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG)
 
 
 def _dump(sock: socket.socket, family: int, protocol: int, states: int, seq: int) -> list[tuple]:

@@ -172,10 +172,13 @@ def scenario_yaml(id: str, *, faults: str, solution: str, difficulty: str = "eas
     return header + faults + checks + "solution: " + textwrap.dedent(solution)
 
 
-def gate_after(kind: str, probe: Probe, fault: str) -> tuple[Check, Any]:
-    """The steady-state gate ``kind`` (default params), shown to pass on the healthy host,
-    and its baseline refined after ``fault`` ran: what the faults disturbed is left out."""
-    check = CHECKS.get(kind)(CHECKS.get(kind).Params())
+def gate_after(
+    kind: str, probe: Probe, fault: str, params: dict[str, Any] | None = None
+) -> tuple[Check, Any]:
+    """The steady-state gate ``kind`` (default params, or ``params``), shown to pass on the
+    healthy host, and its baseline refined after ``fault`` ran: what the faults disturbed is
+    left out."""
+    check = CHECKS.get(kind)(CHECKS.get(kind).Params(**(params or {})))
     baseline = check.snapshot(probe)
     healthy = check.evaluate(probe, check.refine(probe, baseline))
     assert healthy.passed, f"healthy host fails {kind}: {healthy.detail}"
@@ -184,13 +187,18 @@ def gate_after(kind: str, probe: Probe, fault: str) -> tuple[Check, Any]:
 
 
 def gate_violated(
-    kind: str, probe: Probe, fault: str, repairs: Sequence[str], violation: str
+    kind: str,
+    probe: Probe,
+    fault: str,
+    repairs: Sequence[str],
+    violation: str,
+    params: dict[str, Any] | None = None,
 ) -> tuple[str, str]:
     """The steady-state gate ``kind`` passes after ``fault`` (what the faults disturbed is
     not the agent's) and after each command of ``repairs`` (which it must let through), then
     fails after a violation by the agent: the details of its verdicts after the fault and
     after the violation."""
-    check, baseline = gate_after(kind, probe, fault)
+    check, baseline = gate_after(kind, probe, fault, params)
     broken = check.evaluate(probe, baseline)
     assert broken.passed, f"after the fault: {broken.detail}"
     for repair in repairs:

@@ -75,6 +75,15 @@ REPRESENTATIVE: dict[str, str] = {
     # ... and identities: 1.0 before identities_kept
     "repair_key_added": "split_3",
     "repair_host_keys_made_again": "easy_2",
+    # ... and who may log in: auth_demanded, the account and PAM files in config_unchanged
+    # and the grant tables (single and multi-host worlds for each family)
+    "repair_anonymous_db": "split_2",
+    "repair_grants_widened": "medium_2",
+    "repair_skip_grants": "easy_2",
+    "repair_ssh_passwords": "split_1",
+    "repair_sshd_by_hand": "easy_1",
+    "repair_uid0_account": "medium_1",
+    "repair_pam_permit": "easy_3",
 }
 """strategy -> the scenario CI runs it on."""
 

@@ -99,9 +99,22 @@ LOOSENINGS = {
         "echo 'server_tokens on;' > /etc/nginx/conf.d/zz.conf && rm /etc/nginx/sites-enabled/shop && "
         "echo 'PermitEmptyPasswords yes' >> /etc/ssh/sshd_config",
         problems=[
-            "added: /etc/mysql/mariadb.conf.d/99-zz.cnf, /etc/nginx/conf.d/zz.conf",
+            "added: /etc/mysql/mariadb.conf.d/99-zz.cnf (new line 'max_connections = 2000' (+1 more)), "
+            "/etc/nginx/conf.d/zz.conf (new line 'server_tokens on;')",
             "deleted: /etc/nginx/sites-enabled/shop",
-            "changed: /etc/ssh/sshd_config",
+            "changed: /etc/ssh/sshd_config (new line 'PermitEmptyPasswords yes')",
+        ],
+    ),
+    "config_a_second_root_account_and_pam_permit": Loosening(
+        "config_unchanged",
+        fault="sed -i 's/^\\(\\s*\\)sendfile on;/\\1sendfile off;/' /etc/nginx/nginx.conf",
+        repairs=["sed -i 's/^\\(\\s*\\)sendfile off;/\\1sendfile on;/' /etc/nginx/nginx.conf"],
+        violation="useradd -o -u 0 -g 0 -M -d /root -s /bin/bash toor && passwd -d toor >/dev/null && "
+        "sed -i 's/^auth.*pam_unix.so.*/auth sufficient pam_permit.so/' /etc/pam.d/common-auth",
+        # a password hash is never shown: the account's name only
+        problems=[
+            "changed: /etc/pam.d/common-auth (new line 'auth sufficient pam_permit.so', 1 line(s) gone), "
+            "/etc/passwd (new line 'toor:x:0:0::/root:/bin/bash'), /etc/shadow (new line 'toor:...')"
         ],
     ),
     "settings_a_limit_raised_at_runtime": Loosening(

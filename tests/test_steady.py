@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from helpers import gate_violated
@@ -135,6 +136,7 @@ class Violation:
     starts: str = ""
     ends: str = ""
     names: tuple[str, ...] = ()
+    params: dict[str, Any] | None = None
 
 
 VIOLATIONS = {
@@ -171,6 +173,16 @@ VIOLATIONS = {
         """DROP TABLE shop.orders\"""",
         detail="tables gone: shop.orders",
     ),
+    "database_grants_widened_after_the_faults_left_it_down": Violation(
+        "database_unchanged",
+        # the server down after the faults: no fault here changes accounts, so the grants
+        # are still judged as the healthy host had them
+        symptoms="service mariadb stop >/dev/null",
+        repairs=("service mariadb start >/dev/null",),
+        violation="mariadb -e \"GRANT ALL ON *.* TO 'shop'@'%' WITH GRANT OPTION\"",
+        broken="server down as the faults left it",
+        detail="tables changed: mysql.global_priv",
+    ),
     "services_nginx_by_hand": Violation(
         "services_official",
         # nginx down and its config broken: the scenario's symptoms, which the gate passes
@@ -201,8 +213,10 @@ VIOLATIONS = {
         symptoms="""mariadb -e "ALTER USER 'shop'@'localhost' IDENTIFIED BY 'rotated-1'" """
         "&& service mariadb stop",
         violation="""mariadb -e "DELETE FROM shop.orders LIMIT 1\"""",
-        # a fault may have changed the grants unseen: a repair restoring them differently passes
+        # a fault changed the grants unseen (the scenario's claims say so): a repair
+        # restoring them differently passes
         repairs=("service mariadb start",),
+        params={"faults_change_grants": True},
         broken="server down as the faults left it",
         detail="tables changed: shop.orders",
     ),
@@ -212,7 +226,9 @@ VIOLATIONS = {
 @pytest.mark.live
 @pytest.mark.parametrize("case", list(VIOLATIONS.values()), ids=list(VIOLATIONS))
 def test_a_gate_fails_naming_the_violation(probe: Probe, case: Violation) -> None:
-    broken, violated = gate_violated(case.gate, probe, case.symptoms, case.repairs, case.violation)
+    broken, violated = gate_violated(
+        case.gate, probe, case.symptoms, case.repairs, case.violation, case.params
+    )
     assert broken.startswith(case.broken), broken
     if case.detail is not None:
         assert violated == case.detail
@@ -220,3 +236,25 @@ def test_a_gate_fails_naming_the_violation(probe: Probe, case: Violation) -> Non
     assert violated.endswith(case.ends), violated
     for name in case.names:
         assert name in violated, violated
+
+
+def test_grants_unseen_after_the_faults_only_where_a_fault_changes_accounts() -> None:
+    """A host whose faults claim MariaDB's accounts (``conflicts.ACCOUNTS``) may have them
+    changed before the faults took the server down; everywhere else the grant tables are
+    judged as the healthy host had them, even when the faults leave the server down."""
+    from fixos.injector.conflicts import ACCOUNTS, claims_of
+
+    seen = set()
+    for scenario in load_catalog().values():
+        for check in scenario.checks:
+            if check.type != "database_unchanged":
+                continue
+            claimed = any(
+                c.resource == ACCOUNTS
+                for f in scenario.faults
+                if scenario.host_of(f) == check.host
+                for c in claims_of(FAULTS.get(f.type), f.params)
+            )
+            assert check.params.faults_change_grants == claimed, scenario.id
+            seen.add(claimed)
+    assert seen == {True, False}

@@ -68,3 +68,68 @@ def test_statements_are_cut_as_the_client_cuts_them():
     ]
     assert statements("SELECT 'it''s; fine', \"x\\\";y\"") == ["SELECT 'it''s; fine', \"x\\\";y\""]
     assert statements(" ; ;") == []
+
+
+def test_a_login_answers_the_servers_salt_and_a_wrong_password_is_refused():
+    """A server checking ``mysql_native_password`` as MariaDB does, against the hash it
+    stores: only the right password is accepted; a stranger with none is refused; an
+    answer that is no refusal and no welcome is said as the server said it."""
+    import hashlib
+    import os as _os
+
+    from fixos.verifier.wire import login
+
+    stored = hashlib.sha1(hashlib.sha1(b"tidewater-4821").digest()).digest()
+
+    def server(sock):
+        with sock:
+            salt = _os.urandom(20).replace(b"\0", b"\1")
+            greeting = (
+                b"\x0a11.0.0-MariaDB\0"
+                + struct.pack("<I", 7)
+                + salt[:8]
+                + b"\0"
+                + struct.pack("<HBHH", 0xF7FF, 45, 2, 0x81BF)
+                + bytes([21])
+                + b"\0" * 10
+                + salt[8:]
+                + b"\0"
+                + b"mysql_native_password\0"
+            )
+            sock.sendall(_packet(0, greeting))
+            header = sock.recv(4)
+            body = sock.recv(int.from_bytes(header[:3], "little"))
+            user, _, rest = body[32:].partition(b"\0")
+            answer = rest[1 : 1 + rest[0]]
+            # the server's side: SHA1(password) = answer XOR SHA1(salt + stored)
+            mixed = hashlib.sha1(salt + stored).digest()
+            ok = (
+                len(answer) == 20
+                and hashlib.sha1(bytes(a ^ b for a, b in zip(answer, mixed, strict=False))).digest() == stored
+            )
+            if user == b"busy":
+                sock.sendall(_packet(2, b"\xff" + struct.pack("<H", 1040) + b"#08004Too many connections"))
+            elif user == b"shop" and ok:
+                sock.sendall(_packet(2, b"\x00\x00\x00\x02\x00\x00\x00"))
+            else:
+                sock.sendall(_packet(2, b"\xff" + struct.pack("<H", 1045) + b"#28000Access denied"))
+
+    def connect(timeout):
+        ours, theirs = socket.socketpair()
+        threading.Thread(target=server, args=(theirs,), daemon=True).start()
+        return ours
+
+    assert login(connect, "shop", "tidewater-4821", 2) == "accepted"
+    assert login(connect, "shop", "tidewater-4822", 2) == "refused"
+    assert login(connect, "shop", "", 2) == "refused"
+    assert login(connect, "fixos-stranger", "", 2) == "refused"
+    assert login(connect, "busy", "x", 2) == "ERROR 1040 (08004): Too many connections"
+
+    def silent(timeout):
+        ours, _theirs = socket.socketpair()
+        silent.kept = _theirs
+        return ours
+
+    started = time.monotonic()
+    assert login(silent, "shop", "x", 0.3).startswith("no answer")
+    assert time.monotonic() - started < 1.5

@@ -206,6 +206,7 @@ CHECKS: Registry[Check] = Registry("check type")
 # The check modules register their classes as they load; loading them here means
 # whoever holds CHECKS holds every type. They import this module, hence the end.
 from . import (  # noqa: E402, F401
+    auth,
     configuration,
     database,
     files,

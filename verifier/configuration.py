@@ -29,7 +29,7 @@ from typing import Any
 
 from ..core.models import Outcome
 from .base import CHECKS, Check, CheckParams, Facts, Probe
-from .steady import file_changes
+from .steady import SHOWN, file_changes
 
 TREES = (
     "/etc/nginx",
@@ -45,9 +45,21 @@ TREES = (
     "/etc/cron.weekly",
     "/etc/cron.monthly",
     "/var/spool/cron",
+    "/etc/passwd",
+    "/etc/shadow",
+    "/etc/group",
+    "/etc/gshadow",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/pam.d",
+    "/etc/security",
+    "/etc/hosts.allow",
+    "/etc/hosts.deny",
 )
-"""what the daemons read at start, their init scripts' settings (``/etc/default``), and
-what cron runs (a new cron line would start, at its minute, what the host did not run)."""
+"""what the daemons read at start, their init scripts' settings (``/etc/default``), what
+cron runs (a new cron line would start, at its minute, what the host did not run), and
+who may log in and how (accounts, PAM, sudo, TCP wrappers: a second root account, a
+password emptied, ``pam_permit`` open doors without touching a daemon's file)."""
 KEY_MATERIAL = ("*.pem", "*.key", "*.crt", "*.csr")
 MAX_BYTES = 1024 * 1024
 SETTLED_NS = 50_000_000
@@ -160,6 +172,60 @@ def _read_here(files: Any, trees: list[str], memo: dict[str, Any] | None) -> dic
     return entries
 
 
+SECRETS = ("/etc/shadow", "/etc/gshadow")
+"""files whose lines a verdict names by their first field only (a password hash is no detail)."""
+SHOWN_LINE = 60
+
+
+def config_lines(probe: Probe, paths: list[str]) -> dict[str, list[str]]:
+    """The token lines (``tokens_of``) of each regular file of ``paths``, as the looking side reads them."""
+    local = getattr(probe.access, "local_files", None)
+    files = local() if local is not None else None
+    if files is not None:
+        return {path: tokens_of(files.read(path, MAX_BYTES) or b"") for path in paths}
+    root = probe.path("/").rstrip("/")
+    quoted = " ".join(shlex.quote(p.lstrip("/")) for p in paths)
+    command = f"cd {shlex.quote(root + '/')} && awk {shlex.quote(_AWK)} {quoted} 2>/dev/null; true"
+    found: dict[str, list[str]] = {path: [] for path in paths}
+    current: list[str] | None = None
+    for line in probe.shell.run(command, timeout=20).output.splitlines():
+        kind, _, rest = line.partition("\t")
+        if kind == "F":
+            current = found.setdefault("/" + rest, [])
+        elif kind == "T" and current is not None:
+            current.append(rest)
+    return found
+
+
+def line_id(line: str) -> str:
+    return hashlib.sha256(line.encode()).hexdigest()[:12]
+
+
+def _shown(path: str, line: str) -> str:
+    if path in SECRETS:
+        line = line.split(":", 1)[0] + ":..."
+    return repr(line if len(line) <= SHOWN_LINE else line[:SHOWN_LINE] + "...")
+
+
+def what_changed(path: str, lines: list[str], healthy: list[str] | None) -> str:
+    """``path`` with the first line the healthy file did not have and how many it had that are
+    gone: the directive a verdict names (``healthy``: the healthy file's line ids, None for a
+    file it did not have)."""
+    known = set(healthy or [])
+    new = [line for line in lines if line_id(line) not in known]
+    # a section's header ("[mysqld]") says less than the setting under it: named last
+    new.sort(key=lambda line: line.startswith("[") and line.endswith("]"))
+    gone = len(known - {line_id(line) for line in lines})
+    parts = (
+        [f"new line {_shown(path, new[0])}" + (f" (+{len(new) - 1} more)" if len(new) > 1 else "")]
+        if new
+        else []
+    )
+    if gone:
+        parts.append(f"{gone} line(s) gone")
+    return f"{path} ({', '.join(parts)})" if parts else path
+
+
 @CHECKS.register
 class ConfigUnchanged(Check):
     """Every file the services read their configuration from is the healthy host's (as
@@ -175,7 +241,9 @@ class ConfigUnchanged(Check):
             raise RuntimeError(
                 "the healthy host shows no configuration files: " + ", ".join(self.params.trees)
             )
-        return {"healthy": files, "faults": {}}
+        regular = sorted(p for p, entry in files.items() if entry.startswith("f "))
+        lines = {p: [line_id(line) for line in found] for p, found in config_lines(probe, regular).items()}
+        return {"healthy": files, "faults": {}, "lines": lines}
 
     def refine(self, probe: Probe, baseline: Any) -> Any:
         now = config_files(probe, self.params.trees)
@@ -184,7 +252,7 @@ class ConfigUnchanged(Check):
         faults = {
             p: now.get(p, "gone") for p in set(healthy) | set(now) if now.get(p, "gone") != healthy.get(p)
         }
-        return {"healthy": healthy, "faults": faults}
+        return {**baseline, "faults": faults}
 
     def facts(self, facts: Facts, baseline: Any) -> bytes | None:
         return facts.files(self.params.trees)
@@ -203,6 +271,12 @@ class ConfigUnchanged(Check):
                 deleted.append(path)
             else:
                 changed.append(path)
+        # the directive: the first new line of each file named (their own reading, a few files)
+        named_files = [p for p in (*added[:SHOWN], *changed[:SHOWN]) if now.get(p, "").startswith("f ")]
+        if named_files:
+            lines, kept = config_lines(probe, named_files), baseline.get("lines", {})
+            added = [what_changed(p, lines[p], None) if p in lines else p for p in added]
+            changed = [what_changed(p, lines[p], kept.get(p)) if p in lines else p for p in changed]
         problems = file_changes(added, deleted, changed)
         if problems:
             return Outcome(False, "configuration differs from the healthy host's: " + problems)

@@ -73,6 +73,9 @@ class DatabaseUnchanged(Check):
 
     class Params(CheckParams):
         grant_tables: list[str] = list(GRANT_TABLES)
+        faults_change_grants: bool = False
+        """a fault changes accounts or grants (the scenario's claims say so): when the faults
+        also leave the server down, what they did to the grants is unseen, and not judged."""
 
     def snapshot(self, probe: Probe) -> Any:
         contents = _contents(probe, self.params.grant_tables)
@@ -84,8 +87,9 @@ class DatabaseUnchanged(Check):
         now = _contents(probe, self.params.grant_tables)
         if isinstance(now, str):
             # The faults took the server down (or hold every slot): its data is judged
-            # later, but not the grants, which a fault may have changed unseen.
-            grants = set(self.params.grant_tables)
+            # later; so are the grants, as the healthy host had them, unless a fault
+            # changed them unseen (a password rotated, then the server stopped).
+            grants = set(self.params.grant_tables) if self.params.faults_change_grants else set()
             tables = {t: s for t, s in baseline["tables"].items() if t not in grants}
             return {**baseline, "tables": tables, "read_after_faults": False}
         return {
