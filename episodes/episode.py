@@ -11,6 +11,7 @@ confirm, let the agent work, verify, and always tear down.
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import secrets
 import statistics
@@ -47,7 +48,7 @@ from ..stack.inspector import IMAGE_NAME
 from ..stack.judge import Judge
 from ..stack.pool import HostPool
 from ..verifier import Baseline, judge
-from ..verifier.exits import wait_for_exits
+from ..verifier.exits import dying_of, wait_for_exits
 from .agent_shells import AgentShells, endpoints_of
 from .blame import harness_evidence, running
 from .durability import PhaseTimes, durable_verdict
@@ -244,7 +245,7 @@ class Episode:
             for probe in looking.probes.values():
                 probe.holding = holding
             if patient:
-                wait_for_exits({name: probe.shell for name, probe in looking.probes.items()})
+                wait_for_exits({name: functools.partial(dying_of, p) for name, p in looking.probes.items()})
             verdict = judge(self._checks, looking.probes, self._baseline).verdict
             return failing_disturbed(verdict, self._checks, looking.disturbed())
 

@@ -33,14 +33,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from ..core.models import HostProcess
-from . import sockdiag
+from . import sockets
 from .host_files import open_in_root
 
 SETTLING_NS = 50_000_000
@@ -52,9 +51,8 @@ MAX_ENTRIES = 200_000
 past it the facts say nothing (never equal, no modes), and the checks ask the judge, whose
 listings are bounded, instead of this process walking a host that filled itself with files."""
 
+_SIGNALS = ("SigPnd", "ShdPnd", "SigBlk", "SigCgt")
 _PSEUDO = ("/proc", "/sys", "/dev")
-UDP_UNCONNECTED = 7
-"""the kernel's TCP_CLOSE, which an unconnected UDP socket reports (``ss``'s UNCONN)."""
 """mounts whose entries are the kernel's, not the host's state."""
 
 Entry = tuple[str, int, int, int, int, int, int, int]
@@ -288,66 +286,30 @@ class HostFacts:
         assert isinstance(found, bytes)
         return found
 
-    def _listening(self) -> bytes:
-        # TCP and UDP from the kernel's socket diagnostics where this process may enter the
-        # host's network namespace (``fixos.stack.sockdiag``: ~0.3 instead of ~4.5 ms), else
-        # from the /proc tables; UNIX sockets from /proc (a short list).
-        asked = sockdiag.listeners(self._pid)
-        rows: list[tuple] = [("inet", *row) for row in asked] if asked is not None else []
-        tables = ("unix",) if asked is not None else ("tcp", "tcp6", "udp", "udp6", "unix")
-        for table in tables:
+    def dying_text(self) -> str:
+        """``exits.DYING_PROBE``'s output, read from this machine: each of the host's
+        processes' signal masks and stat line (numbered as this machine numbers them)."""
+        lines = []
+        for name, line, *_ in self._each_process():
             try:
-                with open(f"/proc/{self._pid}/net/{table}", encoding="ascii", errors="replace") as f:
-                    lines = f.read().splitlines()[1:]
+                with open(f"/proc/{name}/status", encoding="utf-8", errors="replace") as f:
+                    status = f.read()
             except OSError:
-                rows.append((table, "unreadable"))
                 continue
-            for line in lines:
-                fields = line.split()
-                if table == "unix":
-                    if len(fields) >= 7 and int(fields[3], 16) & 0x10000:  # __SO_ACCEPTCON
-                        rows.append((table, fields[4], fields[6], fields[7] if len(fields) > 7 else ""))
-                elif len(fields) >= 10 and (table.startswith("udp") or fields[3] == "0A"):
-                    rows.append((table, fields[1], fields[7], fields[9]))
-        return hashlib.sha256(repr(sorted(rows)).encode()).digest()
+            lines += [f"/proc/{name}/status:{row}" for row in status.splitlines() if row[:6] in _SIGNALS]
+            lines.append(f"/proc/{name}/stat:{line.decode('utf-8', 'replace').rstrip()}")
+        return "\n".join(lines)
+
+    def _listening(self) -> bytes:
+        return sockets.listening_digest(self._pid)
 
     def listener_lines(self) -> list[str] | None:
-        """The host's listeners as ``ss -l`` names them, read now: ``tcp 0.0.0.0:80``, ``udp
-        [::]:68``, and ``unix <path> <uid>:<gid> <mode>`` for a socket file (its own entry in
-        the host's root, never followed). None where sock_diag cannot be asked."""
-        asked = sockdiag.listeners(self._pid)
-        if asked is None:
-            return None
-        found = set()
-        for family, protocol, state, port, address, _, _, v6only in asked:
-            if protocol == socket.IPPROTO_UDP and state != UDP_UNCONNECTED:
-                continue  # a connected UDP socket listens to nobody (``ss -l`` leaves it out)
-            raw = bytes.fromhex(address)
-            shown = socket.inet_ntop(family, raw[:4] if family == socket.AF_INET else raw)
-            if family == socket.AF_INET6:  # ``ss``: * for IPv6's any address that takes IPv4 too
-                shown = "*" if shown == "::" and not v6only else f"[{shown}]"
-            found.add(f"{'tcp' if protocol == socket.IPPROTO_TCP else 'udp'} {shown}:{int(port, 16)}")
-        try:
-            with open(f"/proc/{self._pid}/net/unix", encoding="utf-8", errors="replace") as f:
-                rows = [line.split() for line in f.read().splitlines()[1:]]
-        except OSError:
-            return None
-        for fields in rows:
-            # listening (__SO_ACCEPTCON), or not connected: what ``ss -l`` lists
-            if len(fields) < 8 or not fields[7].startswith("/"):
-                continue
-            if not int(fields[3], 16) & 0x10000 and fields[5] == "03":
-                continue
-            try:
-                handle = open_in_root(self._root, fields[7])
-            except OSError:
-                continue  # its file is gone: ``stat`` says nothing of it either
-            try:
-                st = os.fstat(handle)
-            finally:
-                os.close(handle)
-            found.add(f"unix {fields[7]} {st.st_uid}:{st.st_gid} {stat.S_IMODE(st.st_mode):o}")
-        return sorted(found)
+        """The host's listeners as ``ss -l`` names them, read now (``sockets.listener_lines``)."""
+        return sockets.listener_lines(self._pid, self._root)
+
+    def tcp_owners(self, port: int) -> list[str] | None:
+        """Who holds a listening TCP socket on ``port``, as ``ss -p`` names them (``sockets.tcp_owners``)."""
+        return sockets.tcp_owners(self._pid, port, ((n, line) for n, line, *_ in self._each_process()))
 
     def listening(self) -> bytes:
         """A digest of the host's listeners (TCP, UDP, UNIX), with their owners and inodes."""

@@ -32,7 +32,7 @@ from .disk_guard import DiskWatch, bounds_of, disk_mode, host_storage_opt, host_
 from .facts import HostFacts
 from .host_files import HostFiles, LocalView, local_view
 from .names import container_name, owner_label
-from .networks import create_network
+from .networks import EpisodeNetworks
 from .overlay import overlay_changes
 from .programs import run_program
 from .roles import ROLE_PROBES, install_peer_key, role_environment
@@ -236,8 +236,10 @@ class Stack:
         hosts: list[HostSpec],
         images: dict[str, str],
         tls_validity: Validity = EPISODE_VALIDITY,
+        networks: EpisodeNetworks | None = None,
     ) -> None:
         self._client = client
+        self._networks = networks or EpisodeNetworks(client, keep=False)
         self._tls_validity = tls_validity
         self.run_id = run_id
         self.episode_id = episode_id
@@ -258,7 +260,7 @@ class Stack:
 
     def up(self) -> None:
         try:
-            self._network = create_network(self._client, f"fixos-{self.episode_id}", self._labels)
+            self._network = self._networks.take(f"fixos-{self.episode_id}", self._labels)
             self._reach = reach(self._client, self._network.name, self._labels, self._images)
             for spec in self._specs:
                 self.hosts[spec.name] = self._start(spec)
@@ -386,8 +388,7 @@ class Stack:
         self._containers.clear()
         self._reach.close()
         if self._network is not None:
-            with contextlib.suppress(NotFound):
-                self._network.remove()
+            self._networks.give(self._network)
             self._network = None
 
     def __enter__(self) -> Stack:

@@ -25,6 +25,7 @@ from ..scenarios.schema import HostSpec
 from ..shells.stopping import check_stop
 from .hosts import BOOT_TIMEOUT, Stack
 from .judge import Judge
+from .networks import EpisodeNetworks
 
 STOP_POLL = 0.25
 """seconds between looks at the bench's stop while a take waits for a spare."""
@@ -80,6 +81,8 @@ class HostPool:
         self._fillers = [
             threading.Thread(target=self._fill, name=f"pool-fill-{i}", daemon=True) for i in range(workers)
         ]
+        self._networks = EpisodeNetworks(client, keep=True)
+        """the run's networks: a removed stack's is handed to a later one (``EpisodeNetworks``)."""
         self._doomed: queue.Queue[Stack | None] = queue.Queue()
         # A forced remove costs the engine ~0.3 s; two keep up with a busy run.
         self._removers = [
@@ -191,6 +194,7 @@ class HostPool:
             self._doomed.put(None)
         for thread in self._removers:
             thread.join()
+        self._networks.close()
         if self.judge is not None:
             self.judge.close()
 
@@ -204,7 +208,12 @@ class HostPool:
 
     def _new_stack(self, hosts: list[HostSpec], episode_id: str) -> Stack:
         return Stack(
-            self._client, run_id=self.run_id, episode_id=episode_id, hosts=hosts, images=self._images
+            self._client,
+            run_id=self.run_id,
+            episode_id=episode_id,
+            hosts=hosts,
+            images=self._images,
+            networks=self._networks,
         )
 
     def _wanted(self) -> Shape | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 
 import pytest
@@ -9,7 +10,8 @@ from helpers import labelled
 
 from fixos.episodes.episode import Episode
 from fixos.scenarios.catalog import load_catalog
-from fixos.verifier.exits import dying, dying_on, wait_for_exits
+from fixos.verifier.base import Probe
+from fixos.verifier.exits import dying, dying_of, dying_on, wait_for_exits
 
 # Three busy loops on CPU 0 leave a SCHED_IDLE process pinned there almost no CPU.
 STARVE_CPU0 = "for i in 1 2 3; do taskset -c 0 sh -c 'while :; do :; done' & done; sleep 0.3"
@@ -66,30 +68,34 @@ def test_a_caught_signal_not_yet_acted_on_is_waited_for():
 @pytest.mark.live
 def test_a_starved_process_is_dying_until_it_has_exited(live_host):
     shell = live_host.shell()
+    here = Probe(None, shell, live_host)  # type: ignore[arg-type]  # read from this machine
     try:
-        assert dying_on(shell) == [], "a quiet host has nothing dying"
+        assert dying_on(shell) == [] and dying_of(here) == [], "a quiet host has nothing dying"
         # A starved SCHED_IDLE victim lingers after `kill` (often for a second), as a
         # killed process does on a busy machine. How long is up to the scheduler,
         # hence a few tries to see it dying once.
         shell.run(STARVE_CPU0)
-        seen = []
+        seen, seen_here = [], []
         for _ in range(5):
             victim = shell.run(f"{IDLE_ON_CPU0} perl -e '1 while 1' >/dev/null & echo $!").output.strip()
             time.sleep(0.3)
             shell.run(f"kill {victim}")
+            seen_here.append(bool(dying_of(here)))
             seen.append(int(victim) in dying_on(shell))
             assert wait_for_exits({"web": shell}) < 10
-            assert dying_on(shell) == []
+            assert dying_on(shell) == [] and dying_of(here) == []
             state = shell.run(f"cut -d' ' -f3 /proc/{victim}/stat 2>/dev/null || echo gone").output.strip()
             assert state in ("Z", "gone"), "waited until the victim had let go of everything"
-            if any(seen):
+            if any(seen) and any(seen_here):
                 break
         assert any(seen), f"never saw a starved victim dying after kill: {seen}"
+        assert any(seen_here), f"this machine never saw a starved victim dying after kill: {seen_here}"
 
         catcher = shell.run(f"perl -e {CATCHES_TERM} >/dev/null & echo $!").output.strip()
         time.sleep(0.3)
         shell.run(f"kill {catcher}")
         assert wait_for_exits({"web": shell}) < 1, "a process that catches the signal is not waited for"
+        assert wait_for_exits({"web": functools.partial(dying_of, here)}) < 1
         assert shell.run(f"kill -0 {catcher}").ok
     finally:
         shell.run("pkill -f 'while :; do :; done'; pkill perl")

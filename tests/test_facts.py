@@ -479,3 +479,57 @@ def test_sql_asked_from_this_machine_answers_as_the_judges_client(client, images
         assert live_host.run_program(["/bin/sh", "-c", link]).ok
         linked = here.sql("SELECT 1")
         assert linked.exit_code == 1 and "HTTP" not in linked.output, linked
+
+
+@pytest.mark.live
+def test_identities_read_from_this_machine_are_the_judges_own_reading(client, images, live_host, test_run_id):
+    """``identities_kept`` hashes a host's keys from this machine (inside its root) instead of
+    the judge's find and sha256sum: both readings agree on keys, links, big files and names
+    that only look alike."""
+    from fixos.verifier.identities import identities
+
+    shell = live_host.shell(default_timeout=30)
+    try:
+        assert shell.run(
+            "mkdir -p /root/.ssh && echo 'ssh-ed25519 AAAAx a' > /root/.ssh/authorized_keys && "
+            "ln -s /etc/hostname /root/.ssh/authorized_keys2 && "
+            "head -c 1100000 /dev/zero > /root/.ssh/id_big && mkdir -p /root/.ssh/id_dir && "
+            "echo x > /root/.ssh/id_dir/id_inner && echo y > /etc/ssh/not_a_key && "
+            "mkfifo /root/.ssh/id_fifo"
+        ).ok
+    finally:
+        shell.close()
+    with _judged_both_ways(client, images, live_host, test_run_id) as (judged, here):
+        assert judged.access.__class__.__name__ == "Bare"
+        by_find, by_here = identities(judged), identities(here)
+    assert by_find == by_here, set(by_find.items()) ^ set(by_here.items())
+    assert by_here["/root/.ssh/authorized_keys2"] == "link" and by_here["/root/.ssh/id_big"] == "big"
+    assert "/etc/ssh/ssh_host_ed25519_key" in by_here and "/root/.ssh/id_dir/id_inner" not in by_here
+
+
+@pytest.mark.live
+def test_port_owners_read_from_this_machine_are_ss_p_own(client, images, live_host, test_run_id):
+    """``port_listening`` finds who holds a port from this machine (the socket's inode among
+    the host's processes' descriptors) instead of the judge's ``ss -p``: the same verdict on
+    a daemon's port, a squatter's, one held by two programs and one nobody holds."""
+    from fixos.verifier import CHECKS
+
+    shell = live_host.shell(default_timeout=30)
+    try:
+        assert shell.run("(setsid nc -l -p 4444 </dev/null >/dev/null 2>&1 &) && sleep 0.3").ok
+    finally:
+        shell.close()
+    cases = [(80, "nginx"), (3306, "mariadbd"), (22, "sshd"), (4444, "nc"), (4444, "nginx"), (4445, None)]
+    expected = [True, True, True, True, False, False]
+    with _judged_both_ways(client, images, live_host, test_run_id) as (judged, here):
+        assert judged.tcp_owners(80) is None and here.tcp_owners(80) == ["nginx"]
+        for (port, program), passes in zip(cases, expected, strict=True):
+            check = CHECKS.get("port_listening")(
+                CHECKS.get("port_listening").Params(port=port, program=program)
+            )
+            by_ss, by_here = check.evaluate(judged, None), check.evaluate(here, None)
+            assert by_ss.passed == by_here.passed == passes, (port, program, by_ss, by_here)
+            assert by_ss.detail.split(" held by ")[-1] == by_here.detail.split(" held by ")[-1], (
+                by_ss,
+                by_here,
+            )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+import subprocess
 import time
 
 import pytest
@@ -11,6 +13,8 @@ from fixos.core.errors import FixOSError, StackError
 from fixos.episodes.episode import Episode, run_episode
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.schema import HostSpec
+from fixos.stack.hosts import Stack
+from fixos.stack.networks import EpisodeNetworks, bridge_device
 from fixos.stack.pool import HostPool
 
 
@@ -134,6 +138,45 @@ def test_warm_episodes_score_like_cold_ones_and_reuse_the_healthy_baseline(
             rewards[f"{agent}{len(rewards)}"] = record.reward
         assert rewards == {"oracle0": 1.0, "nop1": 0.0, "oracle2": 1.0}
         assert len(pool.baselines) == 1  # recorded on the first healthy host, reused after
+    assert labelled(client, test_run_id) == []
+
+
+@pytest.mark.live
+def test_a_stack_takes_the_empty_network_a_removed_one_left_and_the_run_removes_it(
+    client, images, test_run_id
+):
+    """A pool's stacks pass their networks on (``EpisodeNetworks``): making and removing a
+    bridge is the engine's iptables work at every episode."""
+    networks = EpisodeNetworks(client, keep=True)
+    label = {"label": f"fixos.run={test_run_id}"}
+
+    def stack(name: str) -> Stack:
+        web = [HostSpec(name="web")]
+        return Stack(client, run_id=test_run_id, episode_id=name, hosts=web, images=images, networks=networks)
+
+    try:
+        with stack(f"{test_run_id}-a") as first:
+            first.up()
+            (made,) = client.networks.list(filters=label)
+            # what a host's root could leave by answering ARP for an address: a wrong MAC
+            device = bridge_device(made)
+            subnet = made.attrs["IPAM"]["Config"][0]["Subnet"]
+            address = str(ipaddress.ip_network(subnet)[200])
+            for state in ("stale", "permanent"):
+                poison = ["ip", "neigh", "replace", address, "lladdr", "02:00:00:00:00:01"]
+                subprocess.run([*poison, "dev", device, "nud", state], check=True)
+                address = str(ipaddress.ip_network(subnet)[201])
+            assert subprocess.run(["ip", "neigh", "show", "dev", device], capture_output=True).stdout
+        assert [n.id for n in client.networks.list(filters=label)] == [made.id]  # kept, empty
+        left = subprocess.run(["ip", "neigh", "show", "dev", device], capture_output=True, text=True)
+        assert left.returncode == 0 and left.stdout == "", left.stdout  # forgotten before it is passed on
+        with stack(f"{test_run_id}-b") as second:
+            second.up()
+            attached = client.containers.get(second.hosts["web"].handle.container_id)
+            assert list(attached.attrs["NetworkSettings"]["Networks"]) == [made.name]
+            assert second.hosts["web"].shell(default_timeout=10).run("getent hosts web").ok
+    finally:
+        networks.close()
     assert labelled(client, test_run_id) == []
 
 

@@ -50,6 +50,7 @@ TRIES = 3
 ended, a loaded machine): an answer that holds 3 times, 0.3 s apart, is the answer."""
 MARIADB_KNOCKS = ("shop, a wrong password", "shop, no password", "a stranger, no password")
 SSH_KNOCKS = ("root's methods",)
+NOT_KNOCKED = "not judged: sshd is knocked at in the final verdict's last judgement"
 WATCHED = ["/etc/ssh", "/etc/pam.d", "/etc/mysql", "/etc/passwd", "/etc/shadow", "/var/lib/mysql/mysql"]
 """what the answers follow from, with the daemons' processes and listeners."""
 
@@ -177,15 +178,18 @@ def answers(probe: Probe, wanted: dict[str, str] | None = None) -> dict[str, str
     final verdict, and a door that did not answer is not knocked at further."""
     local = getattr(probe.access, "local_files", lambda: None)()
     lines = listeners(probe) if wanted is None else sorted({key.split(": ")[0] for key in wanted})
-    # sshd's answer costs a key exchange (~20 CPU-ms, most of it sshd's): a final verdict
-    # knocks there in its last judgement only, which decides the reward with the first
+    # sshd's answer costs a key exchange (~20 CPU-ms, most of it sshd's) and a process in
+    # the host, which a running score would then see as the host's processes moving (no
+    # outcome kept, every session asked): knocked at on the healthy host and in the final
+    # verdict's last judgement only, which decides the reward with the first
+    knock_sshd = wanted is None or (probe.patient and probe.holding)
     found: dict[str, str] = {}
     for door in doors(lines):
         silent = None
         for who in knocks(door):
             key = f"{door}: {who}"
-            if who in SSH_KNOCKS and wanted is not None and probe.patient and not probe.holding:
-                found[key] = "not judged: sshd is knocked at in the final verdict's last judgement"
+            if who in SSH_KNOCKS and not knock_sshd:
+                found[key] = NOT_KNOCKED
                 continue
             if silent is not None:
                 found[key] = silent
@@ -229,7 +233,7 @@ class AuthDemanded(Check):
         if baseline is None:
             return None
         now = answers(probe, {k: v for k, v in baseline["healthy"].items()})
-        faults = {k: v for k, v in now.items() if v != baseline["healthy"].get(k)}
+        faults = {k: v for k, v in now.items() if v != baseline["healthy"].get(k) and v != NOT_KNOCKED}
         return {**baseline, "faults": faults}
 
     def facts(self, facts: Facts, baseline: Any) -> bytes | None:

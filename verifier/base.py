@@ -33,6 +33,10 @@ class Facts(Protocol):
 
     def listener_lines(self) -> list[str] | None: ...
 
+    def tcp_owners(self, port: int) -> list[str] | None: ...
+
+    def dying_text(self) -> str: ...
+
     def listening(self) -> bytes: ...
 
     def modes(self, trees: Sequence[str]) -> dict[str, str] | None: ...
@@ -116,6 +120,12 @@ class Probe:
         where this machine cannot."""
         facts = self._here()
         return facts.listener_lines() if facts is not None else None
+
+    def tcp_owners(self, port: int) -> list[str] | None:
+        """Who holds a listening TCP socket on ``port``, as ``ss -p`` names them, read now from
+        this machine (``Facts.tcp_owners``: [] when nothing listens); None where it cannot."""
+        facts = self._here()
+        return facts.tcp_owners(port) if facts is not None else None
 
     def _wire(self) -> MariaDB | None:
         """The host's MariaDB asked from this machine where its root is (``HostFiles``); None

@@ -25,7 +25,8 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..core.errors import ShellError
 from ..shells.base import Shell
@@ -83,12 +84,27 @@ def dying_on(shell: Shell) -> list[int]:
     return dying(out.output)
 
 
-def wait_for_exits(shells: Mapping[str, Shell], *, limit: float = SETTLE_LIMIT, poll: float = 0.02) -> float:
-    """Wait until nothing is dying on any host, at most ``limit`` seconds; the time waited."""
+def dying_of(probe: Any) -> list[int]:
+    """What is dying on ``probe``'s host now: read from this machine where it can (the
+    host's processes' own ``/proc`` entries, ``Facts.dying_text``), else by its shell."""
+    read = getattr(probe.access, "facts", None)
+    facts = read() if read is not None else None
+    return dying(facts.dying_text()) if facts is not None else dying_on(probe.shell)
+
+
+def wait_for_exits(
+    looks: Mapping[str, Shell | Callable[[], list[int]]], *, limit: float = SETTLE_LIMIT, poll: float = 0.02
+) -> float:
+    """Wait until nothing is dying on any host, at most ``limit`` seconds; the time waited.
+    ``looks``: per host, its shell, or a function saying what is dying there."""
     started = time.monotonic()
-    pending = dict(shells)
+    pending = dict(looks)
     while pending:
-        pending = {name: shell for name, shell in pending.items() if dying_on(shell)}
+        pending = {
+            name: look
+            for name, look in pending.items()
+            if (dying_on(look) if hasattr(look, "run") else look())  # type: ignore[operator, arg-type]
+        }
         if not pending or time.monotonic() - started >= limit:
             break
         time.sleep(poll)

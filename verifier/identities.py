@@ -15,7 +15,10 @@ database accounts and password hashes with the grant tables (``database_unchange
 
 from __future__ import annotations
 
+import fnmatch
+import hashlib
 import shlex
+import stat
 from typing import Any
 
 from ..core.models import Outcome
@@ -29,8 +32,34 @@ _FIND = (
 )
 
 
+TOPS = ("/etc/ssh", "/root/.ssh")
+NAMES = ("ssh_host_*", "authorized_keys*", "id_*")
+LIMIT = 1024 * 1024 - 1
+"""``find -size -1024k``: what is hashed; a larger file is ``big``."""
+
+
+def _here(files: Any) -> dict[str, str]:
+    """``identities`` read from this machine inside the host's root (``HostFiles``): the
+    judge's ``find`` and ``sha256sum`` without a process (~10 CPU-ms a judgement)."""
+    found: dict[str, str] = {}
+    for path, st in files.walk(list(TOPS)):
+        top, _, name = path.rpartition("/")
+        if top not in TOPS or not any(fnmatch.fnmatchcase(name, pattern) for pattern in NAMES):
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            found[path] = "link"
+        elif stat.S_ISREG(st.st_mode):
+            data = files.read(path, LIMIT) if st.st_size <= LIMIT else None
+            found[path] = "big" if data is None else hashlib.sha256(data).hexdigest()
+    return found
+
+
 def identities(probe: Probe) -> dict[str, str]:
     """``/path`` -> the sha256 of a regular file's content, or ``link`` for a link."""
+    local = getattr(probe.access, "local_files", None)
+    files = local() if local is not None else None
+    if files is not None:
+        return _here(files)
     root = probe.path("/").rstrip("/") + "/"
     command = (
         f"cd {shlex.quote(root)} && {{ {_FIND}; find etc/ssh root/.ssh -maxdepth 1 -type f "
