@@ -95,8 +95,16 @@ def test_reports_render(tmp_path):
     summary = write_reports(tmp_path, "r", records)
     assert summary.scenarios["easy_1"].agents["oracle"].solved_pct == 100.0
     report = (tmp_path / "report.md").read_text()
-    assert "![mean reward per scenario](scores.png)" in report and "| hard_1 | hard |" in report
-    assert (tmp_path / "scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "![mean reward per scenario](scores.svg)" in report and "| hard_1 | hard |" in report
+    # the chart: one bar per scenario and agent, as tall as the mean reward (0.5 half the 1.0)
+    svg = ET.fromstring((tmp_path / "scores.svg").read_text())
+    bars = {
+        (r.get("data-scenario"), r.get("data-agent")): float(r.get("height"))
+        for r in svg.iter("{http://www.w3.org/2000/svg}rect")
+        if r.get("data-scenario")
+    }
+    assert set(bars) == {(s, a) for s in ("easy_1", "hard_1") for a in ("nop", "oracle")}
+    assert bars[("easy_1", "oracle")] == 2 * bars[("hard_1", "nop")] > 0 == bars[("easy_1", "nop")]
     assert json.loads((tmp_path / "summary.json").read_text())["episodes"] == 3
 
 

@@ -34,6 +34,8 @@ from .steady import SHOWN, file_changes
 TREES = (
     "/etc/nginx",
     "/etc/mysql",
+    "/etc/my.cnf",  # MariaDB reads it before /etc/mysql/my.cnf, and root's own after
+    "/root/.my.cnf",
     "/etc/php",
     "/etc/ssh/sshd_config",
     "/etc/ssh/sshd_config.d",
