@@ -310,7 +310,9 @@ def test_process_and_socket_checks_judge_right_from_the_inspector_and_wrong_from
     lying_tools(client, host)
     inside = host.shell()
     try:
-        from_inside = Probe(infra_host(inside, "web"), inside, host, patient=False)
+        # as the exported verifier sees it: the host's own tools, nothing read from this machine
+        in_host_only = type("InHostOnly", (), {"name": "web"})()
+        from_inside = Probe(infra_host(inside, "web"), inside, in_host_only, patient=False)  # type: ignore[arg-type]
         assert not listening.evaluate(from_inside, None).passed  # the host's `ss` lies
     finally:
         inside.close()
