@@ -10,6 +10,8 @@ from rich.markup import escape
 from ..core.errors import FixOSError
 from ..scenarios.catalog import DIFFICULTIES, load_catalog, select
 from ..scenarios.describe import describe
+from ..scenarios.generator import LEVELS, ids
+from ..scenarios.worlds import held_out, split
 from ..stack.engine import connect
 from ..stack.leftovers import remove_labelled
 from ..views.terminal import scenarios_table
@@ -28,6 +30,13 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
     if getattr(args, "scenario", None):  # `fixos list ID` is `fixos show-scenario ID`
         return cmd_show_scenario(args, console)
     catalog = load_catalog(args.scenario_dir)
+    if args.generated is not None:  # pure: no engine asked, nothing swept
+        level, count = args.generated, args.count
+        if level not in LEVELS or count < 1:
+            raise FixOSError(f"--generated takes a level 1-{max(LEVELS)} and --count at least 1")
+        chosen = [catalog[i] for i in ids(level, count, args.split, held_out())]
+        console.print(scenarios_table(chosen, splits=[split(s.id) for s in chosen]))
+        return 0
     sweep_if_engine(console)
     console.print(scenarios_table(list(catalog.values())))
     return 0

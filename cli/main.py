@@ -73,6 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
     docker_host_option(setup)
     listing = sub.add_parser("list", help="list the scenarios (with an id: show that one)")
     listing.add_argument("scenario", nargs="?", help="show this scenario, as show-scenario does")
+    listing.add_argument(
+        "--generated", type=int, metavar="LEVEL", help="list generated worlds of LEVEL (1-5): ids gen:LEVEL:N"
+    )
+    listing.add_argument("--count", type=int, default=10, help="how many generated worlds (default 10)")
+    listing.add_argument(
+        "--split", choices=("train", "dev", "test"), help="only generated worlds of this split"
+    )
     show_scenario = sub.add_parser(
         "show-scenario",
         help="a scenario's hosts, named faults, solutions and checks, inherited gates expanded",

@@ -82,7 +82,7 @@ class Episode:
         self.seed = seed
         self.pool = pool
         self.run_id = run_id or (pool.run_id if pool else new_run_id())
-        self.episode_id = episode_id or f"{scenario.id}-s{seed}"
+        self.episode_id = episode_id or f"{scenario.slug}-s{seed}"
         self.stack = Stack(
             client,
             run_id=self.run_id,
@@ -251,7 +251,8 @@ class Episode:
 
 
 def episode_id_for(scenario_id: str, seed: int, agent_name: str) -> str:
-    return f"{scenario_id}-s{seed}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', agent_name)}"
+    # a generated id's colons (gen:3:7) are no container or file name's
+    return f"{scenario_id.replace(':', '-')}-s{seed}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', agent_name)}"
 
 
 _LOOKS = (ShellError, StackError, *ENGINE_ERRORS)

@@ -112,7 +112,7 @@ def capture(
     stack = Stack(
         client,
         run_id=run_id,
-        episode_id=f"{run_id}-{scenario.id}-s{seed}",
+        episode_id=f"{run_id}-{scenario.slug}-s{seed}",
         hosts=scenario.hosts,
         images=images,
         tls_validity=tls_validity,

@@ -57,7 +57,7 @@ class ExportError(FixOSError):
 
 
 def task_name(scenario: Scenario, seed: int) -> str:
-    return f"{scenario.id}-s{seed}"
+    return f"{scenario.slug}-s{seed}"
 
 
 def _write(path: Path, text: str, mode: int = 0o644) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ..core.errors import FixOSError, ScenarioError
@@ -12,7 +13,30 @@ from .schema import SCENARIO_DIR, Scenario, load_scenario
 DIFFICULTIES = ("easy", "medium", "hard")
 
 
-def load_catalog(directory: Path = SCENARIO_DIR) -> dict[str, Scenario]:
+class Catalog(dict[str, Scenario]):
+    """The hand-written scenarios, by id; a generated id (``gen:LEVEL:N``) is made when asked
+    for, and never listed: iterating gives the catalogue only."""
+
+    def __missing__(self, key: str) -> Scenario:
+        from .worlds import generated, is_generated
+
+        if not is_generated(key):
+            raise KeyError(key)
+        return generated(key)
+
+    def __contains__(self, key: object) -> bool:
+        from .worlds import is_generated
+
+        return dict.__contains__(self, key) or is_generated(key)
+
+    def get(self, key: str, default: Scenario | None = None) -> Scenario | None:  # type: ignore[override]
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+
+def load_catalog(directory: Path = SCENARIO_DIR) -> Catalog:
     """Every ``*.yaml`` in ``directory``; a directory that is missing or holds none is an error,
     never an empty catalog (a mistyped --scenario-dir would otherwise look like no scenarios)."""
     if not directory.is_dir():
@@ -25,16 +49,35 @@ def load_catalog(directory: Path = SCENARIO_DIR) -> dict[str, Scenario]:
     for path in paths:
         scenario = load_scenario(path, faults=FAULTS, checks=CHECKS)
         scenarios[scenario.id] = scenario
-    return dict(sorted(scenarios.items(), key=lambda kv: (DIFFICULTIES.index(kv[1].difficulty), kv[0])))
+    return Catalog(sorted(scenarios.items(), key=lambda kv: (DIFFICULTIES.index(kv[1].difficulty), kv[0])))
+
+
+RANGE = re.compile(r"^gen:([0-9]+):([0-9]+)-([0-9]+)$")
+
+
+def _ranges(parts: list[str]) -> list[str]:
+    """``gen:LEVEL:A-B`` spelled out as the ids ``gen:LEVEL:A`` ... ``gen:LEVEL:B``."""
+    out = []
+    for part in parts:
+        found = RANGE.match(part)
+        if found is None:
+            out.append(part)
+            continue
+        level, first, last = (int(g) for g in found.groups())
+        if not 1 <= first <= last or last - first >= 10_000:
+            raise FixOSError(f"{part!r}: a range of generated ids is gen:LEVEL:A-B, 1 <= A <= B < A + 10000")
+        out += [f"gen:{level}:{n}" for n in range(first, last + 1)]
+    return out
 
 
 def select(catalog: dict[str, Scenario], wanted: list[str] | None) -> list[Scenario]:
-    """Scenarios by id or by difficulty (``easy``, ``medium``, ``hard``); all when none given."""
+    """Scenarios by id or by difficulty (``easy``, ``medium``, ``hard``), generated worlds by
+    id or range (``gen:3:7``, ``gen:3:1-40``); the catalogue when none given."""
     if not wanted:
         return list(catalog.values())
     chosen: list[Scenario] = []
     for word in wanted:
-        for part in word.split(","):
+        for part in _ranges(word.split(",")):
             if part in DIFFICULTIES:
                 matches = [s for s in catalog.values() if s.difficulty == part]
             elif part in catalog:

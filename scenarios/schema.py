@@ -137,7 +137,8 @@ class Limits(_Strict):
 
 
 class Scenario(_Strict):
-    id: str = Field(pattern=r"^[a-z0-9_]+$")
+    id: str = Field(pattern=r"^([a-z0-9_]+|gen:[0-9]+:[0-9]+)$")
+    """a file's name; ``gen:LEVEL:N`` for a generated world (fixos.scenarios.generator)"""
     title: str
     difficulty: Literal["easy", "medium", "hard"]
     instruction: str = Field(min_length=10)
@@ -171,6 +172,11 @@ class Scenario(_Strict):
 
     def host_of(self, spec: FaultSpec | CheckSpec) -> str:
         return spec.host or self.hosts[0].name
+
+    @property
+    def slug(self) -> str:
+        """the id as a container, directory or task name may spell it (``gen:3:7`` -> ``gen-3-7``)"""
+        return self.id.replace(":", "-")
 
     @property
     def login_host(self) -> str:

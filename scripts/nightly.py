@@ -2,6 +2,7 @@
 
 - every scenario x seeds 1-3 x oracle, nop and partial (``tests/test_scenarios_live.py``
   with FIXOS_SCENARIO_SEEDS=all): oracle 1.0, nop 0.0, partial strictly between;
+- the first 8 generated worlds of each level (seed 1), oracle, nop and partial alike;
 - every adversarial strategy on every scenario it applies to, hard and multi-host ones
   included (``tests/test_adversarial.py`` with FIXOS_ADVERSARY_SWEEP=all): each <= 0.2
   and scored;
@@ -40,7 +41,12 @@ def main() -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = ROOT / "results" / "nightly" / f"{stamp}-shard-{args.shard.replace('/', '-of-')}"
     out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "FIXOS_SCENARIO_SEEDS": "all", "FIXOS_ADVERSARY_SWEEP": "all"}
+    env = {
+        **os.environ,
+        "FIXOS_SCENARIO_SEEDS": "all",
+        "FIXOS_ADVERSARY_SWEEP": "all",
+        "FIXOS_GENERATED": "8",
+    }
     command = [
         sys.executable,
         "-m",

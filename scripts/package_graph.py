@@ -24,6 +24,7 @@ BASE = ["fixos.core"]
 STAGES = [
     "fixos.shells",
     "fixos.injector",
+    "fixos.injector.recipes",
     "fixos.verifier",
     "fixos.agents",
     "fixos.records",

@@ -53,6 +53,8 @@ LOG = logging.getLogger("fixos.server")
 class PlainReset(BaseModel):
     model_config = ConfigDict(extra="forbid")
     task_id: str | None = None
+    level: int | str | None = None
+    """without a task_id: a generated train world of this level (1-5), or "auto" (the curriculum)"""
     seed: int | None = None
     episode_id: str | None = None
     session_id: str | None = None

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import docker
 
-from ..core.errors import FixOSError
+from ..core.errors import FixOSError, ScenarioError
 from ..episodes.episode import Episode, new_run_id
 from ..scenarios.catalog import load_catalog
 from ..scenarios.schema import Scenario
@@ -127,7 +127,10 @@ class ServerContext:
                 self._next_task += 1
         if task_id not in self.catalog:
             raise BadRequest(f"no task {task_id!r}; GET /tasks lists them ({', '.join(self.catalog)})")
-        return self.catalog[task_id]
+        try:
+            return self.catalog[task_id]
+        except ScenarioError as exc:  # a generated id of no level
+            raise BadRequest(str(exc)) from None
 
     def open_episode(self, scenario: Scenario, seed: int, episode_id: str) -> Episode:
         """The one place an Episode is made: its hosts come from the warm pool when there is one."""

@@ -24,6 +24,7 @@ from ..core.models import CommandResult, Verdict
 from ..episodes.episode import Episode
 from ..scenarios.schema import Scenario
 from ..shells.recording import RecordingShell
+from ..training.curriculum import Choice, Curriculum
 from .context import BadRequest, NoEpisode, ServerContext, SessionExpired
 from .hostview import HostView
 from .models import DONE_COMMAND, FixOSAction, FixOSObservation, FixOSState
@@ -52,6 +53,9 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
         self._history: list[str] = []
         self._state = FixOSState()
         self._host_seconds = 0.0
+        self._curriculum = Curriculum()
+        """this session's: the level of its next ``reset(level="auto")`` follows its results"""
+        self._choice: Choice | None = None
         """time the episode's commands took: what the scenario's wall_seconds bounds."""
         self._closed = False
         self._lock = threading.RLock()
@@ -64,13 +68,15 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
         seed: int | None = None,
         episode_id: str | None = None,
         task_id: str | None = None,
+        level: int | str | None = None,
         **kwargs: Any,
     ) -> FixOSObservation:
         with self._lock:
             if self._closed:
                 raise SessionExpired("this session was closed (idle timeout or shutdown); open a new one")
             self._release()
-            scenario = self._ctx.scenario(task_id)
+            self._choice = None if task_id is not None or level is None else self._choose(level)
+            scenario = self._ctx.scenario(self._choice.task_id if self._choice else task_id)
             seed = 1 if seed is None else seed
             # an episode broken ahead of time for this row (``prepared.py``), unless the
             # caller names the episode: its id labels containers booted before the ask
@@ -104,6 +110,8 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
                 remaining_steps=limits.max_steps,
                 task_score=verdict.reward,
                 containers=[h.handle.container_id[:12] for h in episode.stack.hosts.values()],
+                level=self._choice.level if self._choice else None,
+                curriculum=self._choice.why if self._choice else None,
             )
             return self._observe("", None, reward=0.0)
 
@@ -220,8 +228,17 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
         self._state.solved = verdict.solved
         self._state.final_score = verdict.reward
         self._state.task_score = verdict.reward
+        if self._choice is not None:
+            self._curriculum.record(self._choice, verdict.reward)
         self._release()
         return verdict
+
+    def _choose(self, level: int | str) -> Choice:
+        """A train world: the curriculum's (``"auto"``) or the next one of a fixed level."""
+        try:
+            return self._curriculum.next(level)
+        except ValueError as exc:
+            raise BadRequest(f"level: {exc}") from None
 
     def _observe(
         self,

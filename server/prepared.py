@@ -47,7 +47,7 @@ Looker = Callable[[Episode], tuple[Monitor, HostView]]
 
 
 def prepared_episode_id(scenario: Scenario, seed: int) -> str:
-    return f"{scenario.id}-s{seed}-{secrets.token_hex(3)}"
+    return f"{scenario.slug}-s{seed}-{secrets.token_hex(3)}"
 
 
 class Prepared:

@@ -1,6 +1,6 @@
-"""Every bundled scenario on real containers: the reference repair
-scores 1.0, doing nothing 0.0, a partial repair strictly between (what `fixos
-validate` runs).
+"""Every bundled scenario, and a sample of generated worlds, on real containers: the
+reference repair scores 1.0, doing nothing 0.0, a partial repair strictly between (what
+`fixos validate` runs).
 
 The episodes run side by side on one warm pool, as `fixos bench` runs them
 (FIXOS_SCENARIO_JOBS, 3 by default): one after another they took ~25 min of
@@ -20,6 +20,7 @@ from fixos.bench.validate import EXPECTED, agents_for, meets
 from fixos.episodes.episode import run_episode
 from fixos.records.models import EpisodeRecord
 from fixos.scenarios.catalog import load_catalog
+from fixos.scenarios.generator import LEVELS
 from fixos.stack.leftovers import remove_labelled
 from fixos.stack.pool import HostPool
 
@@ -38,10 +39,16 @@ def seeds_of(index: int) -> tuple[int, ...]:
     return (SEEDS[index % len(SEEDS)],)
 
 
+GENERATED = [
+    f"gen:{level}:{n}" for level in LEVELS for n in range(1, int(os.environ.get("FIXOS_GENERATED", "1")) + 1)
+]
+"""generated worlds validated like the catalogue: the first of each level in CI, the first
+FIXOS_GENERATED of each level in the nightly sweep (`fixos validate gen:L:1-40` for more)."""
+
 CASES = [
     pytest.param((sid, seed, agent), id=f"{sid}-s{seed}-{agent}")
-    for index, (sid, scenario) in enumerate(sorted(CATALOG.items()))
-    for seed in seeds_of(index)
+    for index, (sid, scenario) in enumerate([*sorted(CATALOG.items()), *((g, CATALOG[g]) for g in GENERATED)])
+    for seed in (seeds_of(index) if ":" not in sid else (1,))
     for agent in agents_for(scenario)
 ]
 

@@ -26,6 +26,7 @@ from openenv.core.generic_client import GenericEnvClient
 
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.solution import render
+from fixos.scenarios.worlds import split
 from fixos.server import FixOSAction, FixOSEnv
 from fixos.server.app import create_fixos_app
 from fixos.server.environment import FixOSEnvironment, ServerContext
@@ -271,6 +272,24 @@ def test_official_client_oracle_solves_and_nop_does_not(client, images, test_run
         assert done.done and done.observation.task_score == 0.0 and not done.observation.is_success_step
         assert env.state().final_score == 0.0
         print(f"reset via server {reset_s:.2f}s, step {step_s:.2f}s")
+
+
+@pytest.mark.live
+def test_a_level_draws_a_generated_train_world_and_auto_follows_the_sessions_results(
+    client, images, test_run_id
+):
+    with Served(client, images, test_run_id) as served, FixOSEnv(base_url=served.url).sync() as env:
+        first = env.reset(level="auto", seed=1).observation
+        state = env.state()
+        assert first.task_id.startswith("gen:1:") and split(first.task_id) == "train"
+        assert (state.level, state.curriculum) == (1, "start") and first.instruction
+        assert env.step(FixOSAction(command="DONE")).done  # a failure, recorded by the session's curriculum
+        fixed = env.reset(level=3, seed=1).observation
+        assert fixed.task_id.startswith("gen:3:") and split(fixed.task_id) == "train"
+        assert (env.state().level, env.state().curriculum) == (3, "fixed")
+        assert len(env.state().containers) == 3
+        with pytest.raises(Exception, match="level"):
+            env.reset(level=9)
 
 
 @pytest.mark.live

@@ -17,6 +17,7 @@ from helpers import labelled, wait_for
 
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.solution import render
+from fixos.scenarios.worlds import split
 from fixos.stack.leftovers import remove_labelled
 from fixos.training.trl import FixOSToolEnv, close, reward_func
 
@@ -127,6 +128,25 @@ def test_episodes_through_the_contract(client, images):
         del env
         gc.collect()
         wait_for(lambda: labelled(client, last) == [], timeout=30)
+    finally:
+        for run_id in made:
+            remove_labelled(client, run_id=run_id)
+
+
+@pytest.mark.live
+def test_a_row_with_a_level_gets_a_generated_train_world_and_its_curriculum_is_recorded(client, images):
+    env = FixOSToolEnv()
+    made: list[str] = []
+    try:
+        instruction = env.reset(level="auto", seed=1)
+        made.append(run_ids(env))
+        scenario = env.live_episode.scenario
+        assert scenario.id.startswith("gen:1:") and split(scenario.id) == "train"
+        assert instruction == scenario.instruction
+        oracle = render(scenario.solution, env.live_episode.faults)
+        assert env.run(f"bash -euo pipefail -c {shlex.quote(oracle)}").endswith("[exit code: 0]")
+        assert env.get_reward() == 1.0
+        assert env.verdict["curriculum"] == {"task_id": scenario.id, "level": 1, "why": "start", "rate": None}
     finally:
         for run_id in made:
             remove_labelled(client, run_id=run_id)

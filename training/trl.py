@@ -16,7 +16,9 @@ Configuration (environment variables, read by the constructor, or class attribut
 subclass): FIXOS_SCENARIO_DIR, FIXOS_DOCKER_HOST, FIXOS_TRANSPORT (exec | ssh),
 FIXOS_TASK (a task id, or several joined by commas, drawn from at random when a row has no
 ``task_id``; default: the whole catalogue, so TRL can run without a dataset) and
-FIXOS_SEED (when a row has no ``seed``; default: a random seed),
+FIXOS_SEED (when a row has no ``seed``; default: a random seed), FIXOS_LEVEL (when a row
+has neither ``task_id`` nor ``level``: a generated world's level 1-5, or ``auto`` for the
+curriculum that follows the model's results),
 FIXOS_OUTPUT_CHARS (the tail of a command's output the model sees).
 """
 
@@ -28,6 +30,7 @@ import random
 import threading
 import time
 import weakref
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,7 @@ from ..episodes.api import episode
 from ..episodes.episode import Episode
 from ..scenarios.catalog import load_catalog
 from ..scenarios.schema import SCENARIO_DIR
+from .curriculum import Choice, Curriculum
 
 __all__ = ["FixOSToolEnv", "close", "reward_func"]
 
@@ -52,6 +56,7 @@ class FixOSToolEnv:
     transport: str | None = None
     default_task: str | None = None
     default_seed: int | None = None
+    default_level: str | None = None
     output_chars: int | None = None
 
     def __init__(self) -> None:
@@ -63,6 +68,10 @@ class FixOSToolEnv:
         seed = _setting("FIXOS_SEED", None)
         self._default_seed = cls.default_seed if cls.default_seed is not None else seed and int(seed)
         self._output_chars = cls.output_chars or int(_setting("FIXOS_OUTPUT_CHARS", "8000"))
+        self._default_level = cls.default_level or _setting("FIXOS_LEVEL", None)
+        self._curriculum = Curriculum()
+        self._choice: Choice | None = None
+        """the generated world ``reset`` drew and why (None: a task id was given)"""
         self._hosts = contextlib.ExitStack()
         """holds the live episode's context (api.episode): closing it removes the hosts."""
         self._episode: Episode | None = None
@@ -77,15 +86,21 @@ class FixOSToolEnv:
 
     # -- TRL's contract ------------------------------------------------------------------
 
-    def reset(self, task_id: str | None = None, seed: int | None = None, **row: Any) -> str:
-        """Free the previous episode's hosts, start ``task_id`` at ``seed``, return the instruction."""
+    def reset(
+        self, task_id: str | None = None, seed: int | None = None, level: int | str | None = None, **row: Any
+    ) -> str:
+        """Free the previous episode's hosts, start ``task_id`` at ``seed``, return the instruction.
+        Without a task id, ``level`` (or FIXOS_LEVEL) draws a generated train world: a level
+        1-5, or ``auto``, this environment's curriculum (``fixos.training.curriculum``)."""
         with self._lock:
             self._release()
             if seed is None:
                 seed = self._default_seed or random.randint(1, 1_000_000)
+            level = level if level is not None else self._default_level
+            self._choice = self._curriculum.next(level) if task_id is None and level is not None else None
             live = self._hosts.enter_context(
                 episode(
-                    task_id or self._draw_task(),
+                    self._choice.task_id if self._choice else task_id or self._draw_task(),
                     int(seed),
                     transport=self._transport,
                     docker_host=self._docker_host,
@@ -136,6 +151,9 @@ class FixOSToolEnv:
                     return 0.0
                 verdict = self._episode.verify()
                 self._score, self._verdict = verdict.reward, verdict.reward_json()
+                if self._choice is not None:  # the curriculum's record, beside the checks
+                    self._curriculum.record(self._choice, verdict.reward)
+                    self._verdict["curriculum"] = asdict(self._choice)
                 self._release()
             return self._score
 

@@ -125,12 +125,14 @@ class LiveView(Events):
         self.live.__exit__(*exc)
 
 
-def scenarios_table(scenarios: Sequence[Scenario]) -> Table:
-    table = Table(title="FixOS scenarios")
-    for col in ("id", "difficulty", "faults", "title"):
+def scenarios_table(scenarios: Sequence[Scenario], splits: Sequence[str] | None = None) -> Table:
+    """The scenarios, a row each; ``splits``: generated worlds', shown in a column of their own."""
+    table = Table(title="FixOS scenarios" if splits is None else "FixOS generated worlds")
+    for col in ("id", "difficulty", *(["split"] if splits is not None else []), "faults", "title"):
         table.add_column(col)
-    for s in scenarios:
-        table.add_row(s.id, s.difficulty, ", ".join(s.fault_types), escape(s.title))
+    for i, s in enumerate(scenarios):
+        extra = [splits[i]] if splits is not None else []
+        table.add_row(s.id, s.difficulty, *extra, ", ".join(s.fault_types), escape(s.title))
     return table
 
 

@@ -1,0 +1,203 @@
+"""Generated worlds: ``gen:<level>:<n>`` is a scenario id, drawn from the fault types' recipes.
+
+The draw depends only on the id and ``VERSION``: the same id gives the same scenario,
+byte for byte, on any machine and at any load (nothing live is asked). Levels grow
+along named axes (``LEVELS``): how many faults, how many hosts, causes on another host
+than the symptom, culprits that do not name themselves, faults that return. Two faults
+whose claims fight (``fixos.injector.conflicts``) are never drawn together. The world
+comes out as a scenario file's data and goes through the same validation as a
+hand-written one. A world that fails live validation is a bug in a recipe, reported
+with its id, never redrawn.
+
+Splits: every world belongs to ``train``, ``dev`` or ``test`` by its combination (the
+topology and the faults' recipes, whatever the id), so choosing ids cannot move a
+combination from one split to another; the hand-written catalogue's combinations are
+``test`` (it stays an evaluation set).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..injector.conflicts import DOWN, claims_of, first_conflict
+from ..injector.recipes import RECIPES, Need, Recipe
+
+VERSION = 1
+"""bumped whenever a change would draw a different world for an id (recorded in each world)"""
+
+ID = re.compile(r"^gen:([1-9][0-9]*):([0-9]+)$")
+SPLITS = ("train", "dev", "test")
+
+
+@dataclass(frozen=True)
+class Level:
+    faults: int
+    split_hosts: bool | None
+    """True: web, app and db hosts; False: the shop on one host; None: either, drawn"""
+    elsewhere: bool = False
+    """at least one cause on another host than the one the agent logs in to"""
+    culprit: bool = False
+    """at least one fault whose harm is a program of its own"""
+    returning: bool = False
+    """at least one fault that comes back (a watchdog, a cron job) or a culprit"""
+
+
+LEVELS = {
+    1: Level(1, False),
+    2: Level(2, False),
+    3: Level(2, True, elsewhere=True),
+    4: Level(3, None, culprit=True),
+    5: Level(4, True, elsewhere=True, returning=True),
+}
+DIFFICULTY = {1: "easy", 2: "medium", 3: "medium", 4: "hard", 5: "hard"}
+ORDER = ("db", "app", "web")
+"""the order a repair goes through the hosts: what the others need comes first"""
+SERVICES = {
+    "all": ("mariadb", "php8.2-fpm", "nginx"),
+    "db": ("mariadb",),
+    "app": ("php8.2-fpm",),
+    "web": ("nginx",),
+}
+
+
+class GeneratorError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Drawn:
+    recipe: Recipe
+    role: str
+    params: dict[str, Any]
+
+    @property
+    def host(self) -> str:
+        return "web" if self.role == "all" else self.role
+
+
+def parse_id(scenario_id: str) -> tuple[int, int]:
+    match = ID.match(scenario_id)
+    if not match:
+        raise GeneratorError(f"{scenario_id!r} is not a generated id (gen:LEVEL:N, LEVEL 1-{max(LEVELS)})")
+    level, n = int(match.group(1)), int(match.group(2))
+    if level not in LEVELS:
+        raise GeneratorError(f"{scenario_id!r}: no level {level} (levels 1-{max(LEVELS)})")
+    return level, n
+
+
+def _fits(drawn: list[Drawn]) -> bool:
+    from ..injector import FAULTS
+
+    entries = [
+        (d.host, d.recipe.type, FAULTS.get(d.recipe.type).Params.model_validate(d.params)) for d in drawn
+    ]
+    return first_conflict(entries, FAULTS) is None and len({d.recipe.key + d.role for d in drawn}) == len(
+        drawn
+    )
+
+
+def _meets(level: Level, drawn: list[Drawn]) -> bool:
+    if level.elsewhere and all(d.host == "web" for d in drawn):
+        return False
+    if level.culprit and not any(d.recipe.culprit for d in drawn):
+        return False
+    if level.returning and not any(d.recipe.returns or d.recipe.culprit for d in drawn):
+        return False
+    return partial_omits(drawn) is not None if len(drawn) > 1 else True
+
+
+def draw(level_number: int, n: int) -> list[Drawn]:
+    """The faults of world ``gen:level:n``: attempts from one seeded stream until one meets the
+    level's axes and composes; deterministic, since nothing but the stream decides."""
+    level = LEVELS[level_number]
+    rng = random.Random(f"fixos-gen:{VERSION}:{level_number}:{n}")
+    for _ in range(200):
+        split = level.split_hosts if level.split_hosts is not None else rng.random() < 0.5
+        roles = ("web", "app", "db") if split else ("all",)
+        drawn: list[Drawn] = []
+        for _ in range(level.faults):
+            choices = [(r, role) for r in RECIPES for role in roles if role in r.roles]
+            for _ in range(20):
+                recipe, role = rng.choice(choices)
+                candidate = [*drawn, Drawn(recipe, role, recipe.params(rng))]
+                if _fits(candidate):
+                    drawn = candidate
+                    break
+        if len(drawn) == level.faults and _meets(level, drawn):
+            return drawn
+    raise GeneratorError(f"gen:{level_number}:{n}: no world meets level {level_number} in 200 draws")
+
+
+def kept_down(d: Drawn) -> set[tuple[str, str]]:
+    """(host, service) this fault keeps down, from its claims."""
+    from ..injector import FAULTS
+
+    params = FAULTS.get(d.recipe.type).Params.model_validate(d.params)
+    claims = claims_of(FAULTS.get(d.recipe.type), params)
+    return {
+        (d.host, c.resource.split(":", 1)[1])
+        for c in claims
+        if c.resource.startswith("service:") and c.state == DOWN
+    }
+
+
+def _host_of(need: Need, d: Drawn) -> str:
+    if need.on == "here" or d.role == "all":
+        return d.host
+    return need.on
+
+
+def _independent(need: Need, d: Drawn, left: Drawn) -> bool:
+    """Whether ``need`` of the repaired ``d`` passes while ``left`` stays broken."""
+    host = _host_of(need, d)
+    if need.type == "http_page" and need.params.get("path") in left.recipe.pages:
+        return False
+    if any((host, service) in kept_down(left) for service in need.needs):
+        return False
+    return all(
+        (n.type, _host_of(n, left), str(n.params)) != (need.type, host, str(need.params))
+        for n in left.recipe.own
+    )
+
+
+def partial_omits(drawn: list[Drawn]) -> int | None:
+    """Which fault a partial repair leaves broken (the last one that works): the rest's own
+    checks must hold some that pass while it stays broken; None when no choice works."""
+    for index in reversed(range(len(drawn))):
+        left = drawn[index]
+        if any(_independent(need, d, left) for d in drawn if d is not left for need in d.recipe.own):
+            return index
+    return None
+
+
+def combination(drawn: list[Drawn]) -> str:
+    topology = "split" if any(d.role != "all" for d in drawn) else "single"
+    return topology + "|" + ",".join(sorted(f"{d.role}/{d.recipe.key}" for d in drawn))
+
+
+def split_of(combo: str, held_out: frozenset[str] = frozenset()) -> str:
+    """train (70 %), dev (10 %) or test (20 %) by the combination's hash; ``held_out`` (the
+    hand-written catalogue's combinations) are always test."""
+    if combo in held_out:
+        return "test"
+    bucket = int(hashlib.sha256(f"fixos-split:{VERSION}:{combo}".encode()).hexdigest()[:8], 16) % 10
+    return "train" if bucket < 7 else "dev" if bucket < 8 else "test"
+
+
+def ids(
+    level: int, count: int, split: str | None = None, held_out: frozenset[str] = frozenset()
+) -> Iterator[str]:
+    """The first ``count`` ids of ``level`` (in a split, when given), n from 1."""
+    n, found = 0, 0
+    while found < count:
+        n += 1
+        if split is None or split_of(combination(draw(level, n)), held_out) == split:
+            found += 1
+            yield f"gen:{level}:{n}"
+        if n > 50 * count + 1000:
+            raise GeneratorError(f"level {level} has too few {split} worlds")

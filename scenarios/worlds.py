@@ -1,0 +1,62 @@
+"""Generated worlds as scenarios: ``gen:<level>:<n>`` made on demand, and the split each belongs to."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from ..core.errors import ScenarioError
+from ..injector import FAULTS
+from ..injector.recipes import RECIPES
+from ..verifier import CHECKS
+from .composed import world_data
+from .generator import ID, GeneratorError, combination, draw, parse_id, split_of
+from .schema import SCENARIO_DIR, Scenario, parse_scenario
+
+
+def is_generated(scenario_id: object) -> bool:
+    return isinstance(scenario_id, str) and ID.match(scenario_id) is not None
+
+
+@cache
+def generated(scenario_id: str) -> Scenario:
+    """The world ``gen:LEVEL:N``, validated as a scenario file is (a failure names the id)."""
+    try:
+        level, n = parse_id(scenario_id)
+        data = world_data(scenario_id, level, draw(level, n))
+    except GeneratorError as exc:
+        raise ScenarioError(scenario_id, "id", str(exc)) from None
+    return parse_scenario(data, scenario_id, faults=FAULTS, checks=CHECKS)
+
+
+def _key(fault_type: str, params: dict[str, object]) -> str:
+    """A hand-written fault's recipe key: the recipe of its type whose drawn words it has."""
+    import random
+
+    for recipe in RECIPES:
+        words = {k: v for k, v in recipe.params(random.Random(0)).items() if isinstance(v, str)}
+        if recipe.type == fault_type and all(params.get(k) == v for k, v in words.items()):
+            return recipe.key
+    return fault_type
+
+
+@cache
+def held_out() -> frozenset[str]:
+    """The combinations of the shipped, hand-written catalogue: never in ``train``."""
+    from .catalog import load_catalog
+
+    combos = set()
+    for scenario in load_catalog(SCENARIO_DIR).values():
+        roles = {h.name: h.role for h in scenario.hosts}
+        parts = [
+            f"{roles[scenario.host_of(f)]}/{_key(f.type, f.params.model_dump() if f.params else {})}"
+            for f in scenario.faults
+        ]
+        topology = "split" if any(r != "all" for r in roles.values()) else "single"
+        combos.add(topology + "|" + ",".join(sorted(parts)))
+    return frozenset(combos)
+
+
+def split(scenario_id: str) -> str:
+    """train, dev or test: by what the world is, never by its number."""
+    level, n = parse_id(scenario_id)
+    return split_of(combination(draw(level, n)), held_out())
