@@ -57,6 +57,9 @@ class Agent(Protocol):
         ...
 
 
+FIRST_FIXES = "first-fixes:"
+"""``first-fixes:K``: calibration's budget-limited oracle, which knows the first K faults' fixes"""
+
 AGENTS: Registry[Agent] = Registry(
     "agent",
     key="name",
@@ -79,6 +82,10 @@ def agent_class(name: str) -> type[Agent]:
         from .adversarial import adversary_class  # imports the scenario schema
 
         return adversary_class(name)
+    if name.startswith(FIRST_FIXES):
+        from .oracle import first_fixes_class
+
+        return first_fixes_class(name)
     if ":" not in name:
         return AGENTS.get(name)
     module, _, attr = name.partition(":")

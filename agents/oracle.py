@@ -65,3 +65,14 @@ class PartialAgent(OracleAgent):
 
     name = "partial"
     solution_key = "partial_solution"
+
+
+def first_fixes_class(name: str) -> type[OracleAgent]:
+    """``first-fixes:K``: an oracle that knows the fixes of the scenario's first K faults only
+    (a world of K faults or fewer it solves): calibration's agent that tries, at a budget."""
+    from ..core.errors import FixOSError
+
+    k = name.partition(":")[2]
+    if not k.isdigit() or not 1 <= int(k) <= 9:
+        raise FixOSError(f"agent {name}: first-fixes:K takes K from 1 to 9")
+    return type(f"FirstFixes{k}", (OracleAgent,), {"name": name, "solution_key": f"first_fixes:{k}"})

@@ -19,6 +19,7 @@ from ..bench.local import default_parallelism
 from ..core.errors import FixOSError
 from ..scenarios.schema import SCENARIO_DIR
 from ..views.console import make_console
+from .calibrate import cmd_calibrate, parse_levels
 from .catalog import cmd_clean, cmd_list, cmd_setup, cmd_show_scenario
 from .common import (
     DEFAULT_RESULTS,
@@ -153,6 +154,22 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
     docker_host_option(validate)
 
+    calibrate = sub.add_parser(
+        "calibrate", help="solve rates of agents that try over generated worlds, per level, with intervals"
+    )
+    calibrate.add_argument("--levels", type=parse_levels, default="1-5", help="e.g. 3 or 1-5 (default: 1-5)")
+    calibrate.add_argument("--count", type=int, default=40, help="worlds per level (default: 40)")
+    calibrate.add_argument("--split", choices=("train", "dev", "test"), help="only worlds of this split")
+    calibrate.add_argument(
+        "--agent", action="append", help="repeatable (default: baseline and first-fixes:1, the budget oracle)"
+    )
+    calibrate.add_argument("--seeds", type=parse_seeds, default="1", help="default: 1")
+    calibrate.add_argument("--markdown", type=Path, help="also write the table to this file")
+    max_episodes_option(calibrate)
+    calibrate.add_argument("-j", "--jobs", type=positive, default=default_parallelism())
+    calibrate.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+    docker_host_option(calibrate)
+
     export = sub.add_parser("export", help="write scenarios x seeds as task directories of another harness")
     export.add_argument("out", type=Path, help="output directory (one task directory per scenario x seed)")
     export.add_argument("--format", choices=["harbor"], default="harbor")
@@ -198,6 +215,7 @@ COMMANDS = {
     "run": cmd_run,
     "bench": cmd_bench,
     "validate": cmd_validate,
+    "calibrate": cmd_calibrate,
     "play": cmd_play,
     "verify": cmd_verify,
     "show": cmd_show,

@@ -41,6 +41,7 @@ from ..records.models import EpisodeRecord, Timings
 from ..records.rundir import write_interrupted
 from ..scenarios.schema import Scenario
 from ..scenarios.solution import render
+from ..scenarios.worlds import first_fixes
 from ..shells.base import Shell
 from ..shells.recording import RecordingShell
 from ..stack.hosts import LiveHost, Stack
@@ -337,6 +338,7 @@ def run_episode(
                 "solution": render(scenario.solution, episode.faults),
                 "partial_solution": scenario.partial_solution
                 and render(scenario.partial_solution, episode.faults),
+                **first_fixes(scenario, episode.faults),
             },
         )
         limits = scenario.limits

@@ -109,6 +109,14 @@ def _confirm(fault: Fault, shell: Shell, timeout: float) -> Outcome:
         time.sleep(0.1)
 
 
+def _pin_order(fault: Fault) -> tuple[bool, int]:
+    """Pinned faults first, lowest PID first: a pin below one already started is past."""
+    if not fault.pins_pid():
+        return (True, 0)
+    pins = [getattr(fault.params, "pid", None), *(getattr(fault.params, "pids", None) or [])]
+    return (False, min(p for p in pins if p is not None))
+
+
 def inject_all(
     faults: Sequence[tuple[str, str, FaultParams]],
     shells: Mapping[str, Shell],
@@ -133,7 +141,7 @@ def inject_all(
         fault.prepare(shells[host], rng)
         prepared.append((fault, rng, host, fault_type))
     seeded_by_index: dict[int, dict[str, Any]] = {}
-    for index in sorted(range(len(prepared)), key=lambda i: not prepared[i][0].pins_pid()):
+    for index in sorted(range(len(prepared)), key=lambda i: _pin_order(prepared[i][0])):
         fault, rng, host, fault_type = prepared[index]
         seeded_by_index[index] = seeded = fault.inject(shells[host], rng)
         if sorted(seeded) != sorted(fault.records):  # a template may name only what is declared

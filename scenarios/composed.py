@@ -71,17 +71,17 @@ def _checks(drawn: list[Drawn]) -> list[dict[str, Any]]:
     return checks
 
 
-def _repair(drawn: list[Drawn], names: list[str], skipped: int | None = None) -> str:
+def _repair(drawn: list[Drawn], names: list[str], skipped: frozenset[int] = frozenset()) -> str:
     """The faults' fixes host by host (db, app, web), then what they leave to start or reload
-    there; ``skipped``: the fault a partial repair leaves broken, with what it keeps down."""
-    down = kept_down(drawn[skipped]) if skipped is not None else set()
+    there; ``skipped``: the faults a repair leaves broken, with what they keep down."""
+    down = {pair for i in skipped for pair in kept_down(drawn[i])}
     login = drawn[0].host if all(d.role == "all" for d in drawn) else "web"
     lines: list[str] = []
     for host in sorted({d.host for d in drawn}, key=_order):
         mine = [
             (d, n)
             for i, (d, n) in enumerate(zip(drawn, names, strict=True))
-            if d.host == host and i != skipped
+            if d.host == host and i not in skipped
         ]
         if not mine:
             continue
@@ -131,5 +131,9 @@ def world_data(scenario_id: str, level: int, drawn: list[Drawn]) -> dict[str, An
         "tags": ["generated", f"level-{level}", f"generator-v{VERSION}", combination(drawn)],
     }
     if omitted is not None:
-        data["partial_solution"] = _repair(drawn, names, omitted)
+        data["partial_solution"] = _repair(drawn, names, frozenset({omitted}))
+    if len(drawn) > 1:  # calibration's budget-limited oracle: the first k faults' fixes only
+        data["first_fixes"] = [
+            _repair(drawn, names, frozenset(range(k, len(drawn)))) for k in range(1, len(drawn))
+        ]
     return data

@@ -96,9 +96,8 @@ def _fits(drawn: list[Drawn]) -> bool:
     entries = [
         (d.host, d.recipe.type, FAULTS.get(d.recipe.type).Params.model_validate(d.params)) for d in drawn
     ]
-    return first_conflict(entries, FAULTS) is None and len({d.recipe.key + d.role for d in drawn}) == len(
-        drawn
-    )
+    distinct = len({d.recipe.key + d.role for d in drawn}) == len(drawn)
+    return distinct and first_conflict(entries, FAULTS) is None
 
 
 def _meets(level: Level, drawn: list[Drawn]) -> bool:

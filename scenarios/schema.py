@@ -155,6 +155,9 @@ class Scenario(_Strict):
     loaded, a ``Template`` that knows the faults' names."""
     partial_solution: str | None = None
     """a repair of some faults only: must score strictly between 0 and 1."""
+    first_fixes: list[str] = []
+    """the repairs of the first k faults only, k = 1 .. len(faults) - 1 (generated worlds):
+    what calibration's budget-limited oracle (``first-fixes:K``) runs."""
     limits: Limits = Limits()
     tags: list[str] = []
 
@@ -285,8 +288,9 @@ def _check_templates(scenario: Scenario, faults: Any) -> tuple[str, str] | None:
     if faults is None:
         return None
     named = [(f.name, faults.get(f.type)) for f in scenario.faults]
-    for key in ("solution", "partial_solution"):
-        script = getattr(scenario, key)
+    scripts = [("solution", scenario.solution), ("partial_solution", scenario.partial_solution)]
+    scripts += [(f"first_fixes[{i}]", s) for i, s in enumerate(scenario.first_fixes)]
+    for key, script in scripts:
         found = script and check_template(script, named)
         if found:
             line, problem = found
@@ -302,6 +306,7 @@ def _bind_templates(scenario: Scenario) -> Scenario:
         update={
             "solution": Template(scenario.solution, names),
             "partial_solution": None if partial is None else Template(partial, names),
+            "first_fixes": [Template(s, names) for s in scenario.first_fixes],
         }
     )
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 from functools import cache
 
 from ..core.errors import ScenarioError
+from ..core.models import InjectedFault
 from ..injector import FAULTS
 from ..injector.recipes import RECIPES
 from ..verifier import CHECKS
 from .composed import world_data
 from .generator import ID, GeneratorError, combination, draw, parse_id, split_of
 from .schema import SCENARIO_DIR, Scenario, parse_scenario
+from .solution import render
 
 
 def is_generated(scenario_id: object) -> bool:
@@ -60,3 +62,10 @@ def split(scenario_id: str) -> str:
     """train, dev or test: by what the world is, never by its number."""
     level, n = parse_id(scenario_id)
     return split_of(combination(draw(level, n)), held_out())
+
+
+def first_fixes(scenario: Scenario, faults: list[InjectedFault]) -> dict[str, str]:
+    """``first_fixes:K`` -> the repair of the first K faults, rendered for ``faults`` (the whole
+    repair for K >= the faults): what ``first-fixes:K``, the budget-limited oracle, runs."""
+    scripts = [render(s, faults) for s in [*scenario.first_fixes, scenario.solution]]
+    return {f"first_fixes:{k}": scripts[min(k, len(scripts)) - 1] for k in range(1, 10)}

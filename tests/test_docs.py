@@ -19,6 +19,7 @@ SCORING = (ROOT / "docs" / "scoring.md").read_text(encoding="utf-8")
 PAGES = [
     "getting-started",
     "scenarios",
+    "generated",
     "writing-a-fault",
     "writing-a-check",
     "agents-and-shells",

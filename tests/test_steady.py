@@ -171,7 +171,19 @@ VIOLATIONS = {
         symptoms="""mariadb -e "ALTER USER 'shop'@'localhost' IDENTIFIED BY 'rotated-1'\"""",
         violation="""mariadb -e "ALTER USER 'shop'@'localhost' IDENTIFIED BY 'rotated-2'; """
         """DROP TABLE shop.orders\"""",
-        detail="tables gone: shop.orders",
+        # the rotated password is the fault's, the healthy one the repair's: a third is neither
+        detail="tables gone: shop.orders; grants changed beyond the faults: "
+        "mysql.global_priv (1 row(s) no one had, 0 gone)",
+    ),
+    "database_grants_widened_beside_an_account_the_faults_added": Violation(
+        "database_unchanged",
+        # a batch job's account (connections_exhausted): the grant tables differ from the
+        # healthy host's, and are judged row by row (GRANT ALL scored 1.0 on fd_hard_1)
+        symptoms="""mariadb -e "CREATE USER 'batch'@'localhost' IDENTIFIED BY 'b-1'; """
+        """GRANT SELECT ON shop.* TO 'batch'@'localhost'\"""",
+        repairs=("""mariadb -e "DROP USER 'batch'@'localhost'\"""",),
+        violation="mariadb -e \"GRANT ALL ON *.* TO 'shop'@'%' WITH GRANT OPTION\"",
+        detail="grants changed beyond the faults: mysql.global_priv (1 row(s) no one had, 1 gone)",
     ),
     "database_grants_widened_after_the_faults_left_it_down": Violation(
         "database_unchanged",

@@ -18,29 +18,16 @@ from pydantic import Field
 from ..core.models import Outcome
 from .base import CHECKS, Check, CheckParams, Facts, Probe
 from .config_tests import ARGV, CONFIG_NAMES, CONFIG_NEIGHBOURS, CONFIG_TREES, tests_in_host
+from .grants import GRANT_TABLES, grant_rows, grants_beyond, quoted
 from .steady import named
 
 _SYSTEM_SCHEMAS = ("information_schema", "performance_schema", "sys", "mysql")
-GRANT_TABLES = (
-    "mysql.global_priv",
-    "mysql.db",
-    "mysql.tables_priv",
-    "mysql.columns_priv",
-    "mysql.procs_priv",
-    "mysql.proxies_priv",
-    "mysql.roles_mapping",
-)
 
 _LIST = (
     "SELECT CONCAT('D ', schema_name) FROM information_schema.schemata; "
     "SELECT CONCAT('T ', table_schema, '.', table_name) FROM information_schema.tables "
     "WHERE table_type = 'BASE TABLE' AND table_schema NOT IN ({system})"
 ).format(system=", ".join(f"'{s}'" for s in _SYSTEM_SCHEMAS))
-
-
-def _quoted(table: str) -> str:
-    schema, _, name = table.partition(".")
-    return f"`{schema.replace('`', '``')}`.`{name.replace('`', '``')}`"
 
 
 def _contents(probe: Probe, also: list[str]) -> dict[str, Any] | str:
@@ -53,7 +40,7 @@ def _contents(probe: Probe, also: list[str]) -> dict[str, Any] | str:
     rows = listing.output.splitlines()
     databases = sorted(r[2:] for r in rows if r.startswith("D ") and r[2:] not in _SYSTEM_SCHEMAS)
     tables = sorted({*(r[2:] for r in rows if r.startswith("T ")), *also})
-    sums = probe.sql("CHECKSUM TABLE " + ", ".join(_quoted(t) for t in tables), timeout=30)
+    sums = probe.sql("CHECKSUM TABLE " + ", ".join(quoted(t) for t in tables), timeout=30)
     if not sums.ok:
         return sums.output.strip()[-200:] or f"mariadb exited {sums.exit_code}"
     checksums = dict.fromkeys(tables, "NULL")
@@ -79,9 +66,12 @@ class DatabaseUnchanged(Check):
 
     def snapshot(self, probe: Probe) -> Any:
         contents = _contents(probe, self.params.grant_tables)
-        if isinstance(contents, str):
-            raise RuntimeError(f"cannot read the healthy host's tables: {contents}")
-        return {**contents, "read_after_faults": True}
+        rows = grant_rows(probe, self.params.grant_tables) if self.params.grant_tables else {}
+        if isinstance(contents, str) or isinstance(rows, str):
+            raise RuntimeError(
+                f"cannot read the healthy host's tables: {contents if isinstance(contents, str) else rows}"
+            )
+        return {**contents, "grant_rows": rows, "read_after_faults": True}
 
     def refine(self, probe: Probe, baseline: Any) -> Any:
         now = _contents(probe, self.params.grant_tables)
@@ -92,9 +82,15 @@ class DatabaseUnchanged(Check):
             grants = set(self.params.grant_tables) if self.params.faults_change_grants else set()
             tables = {t: s for t, s in baseline["tables"].items() if t not in grants}
             return {**baseline, "tables": tables, "read_after_faults": False}
+        # A grant table a fault changed (an account added, a password rotated) leaves the
+        # checksums, but is judged row by row: the rows as the faults left them are allowed,
+        # and nothing else (GRANT ALL to the shop's account beside a batch job's account).
+        rows = grant_rows(probe, self.params.grant_tables) if self.params.grant_tables else {}
         return {
             "databases": [d for d in baseline["databases"] if d in now["databases"]],
             "tables": {t: s for t, s in baseline["tables"].items() if now["tables"].get(t) == s},
+            "grant_rows": baseline.get("grant_rows", {}),
+            "grant_rows_after_faults": rows if isinstance(rows, dict) else None,
             "read_after_faults": True,
         }
 
@@ -120,6 +116,12 @@ class DatabaseUnchanged(Check):
         changed = [t for t, s in baseline["tables"].items() if t not in missing and now["tables"].get(t) != s]
         if changed:
             problems.append("tables changed: " + named(changed))
+        judged = set(self.params.grant_tables) - set(baseline["tables"])
+        if baseline.get("grant_rows_after_faults") is not None and judged:
+            rows = grant_rows(probe, sorted(judged))
+            widened = [rows] if isinstance(rows, str) else grants_beyond(baseline, rows)
+            if widened:
+                problems.append("grants changed beyond the faults: " + "; ".join(widened))
         if problems:
             return Outcome(False, "; ".join(problems))
         return Outcome(True, f"{len(baseline['tables'])} tables as on the healthy host")

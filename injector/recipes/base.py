@@ -91,5 +91,7 @@ class Recipe:
 
 def pid(rng: random.Random) -> int:
     # pinned, so a world's export is the same bytes on every machine; above what a fresh
-    # host's boot uses, below where the pids of a busy host go
+    # host's boot uses, below where the pids of a busy host go. One pin a host: a second,
+    # higher one found the counter past it (the first's spawn and the judge's sessions take
+    # PIDs in between), so only the port squatter pins, and it is one a host by its claims.
     return rng.randrange(905, 990)

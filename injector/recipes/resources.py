@@ -63,7 +63,7 @@ RECIPES: tuple[Recipe, ...] = (
         "monitoring on {host}: the CPU is busy all the time",
         "resource_exhaustion",
         "cpu",
-        lambda rng: {"pids": [pid(rng)]},
+        lambda rng: {},  # unpinned: one pin a host (the squatter's); see base.pid
         (Need("nothing burns the CPU", "no_cpu_hog", {"max_percent": 30}),),
         culprit=True,
     ),
