@@ -146,18 +146,25 @@ def stability(
     after: Mapping[str, Mapping[str, str]],
     held: float,
     said: Mapping[str, str] | None = None,
+    acted_on: Mapping[str, set[str]] | None = None,
 ) -> CheckResult:
     """The gate: every service's main process, seen at the start of the hold window, is
     the one seen at its end, and alive; a service that comes up inside the window was
     started by something other than its init script (which ran before it). A service
     down at both ends is not judged here: whether it must run is the scenario's checks'
-    (its partial credit) and ``services_official``'s."""
-    problems, down = [], []
+    (its partial credit) and ``services_official``'s. So is a service that a fault keeping
+    acting keeps down (``acted_on``: a watchdog's, a cron job's): whether it died inside the
+    window would depend on when the fault's next round fell, not on the repair (a partial
+    repair of such a world scored 0.33 on one seed, 0.0 on another)."""
+    problems, down, left = [], [], []
     for host, seen in before.items():
         where = f"{host}/" if len(before) > 1 else ""
         for service, first in seen.items():
             last = after.get(host, {}).get(service, "")
-            if not first and not last:
+            if service in (acted_on or {}).get(host, set()):
+                if first != last or not first:
+                    left.append(f"{where}{service}")
+            elif not first and not last:
                 down.append(f"{where}{service}")
             elif not first:
                 restart = (said or {}).get(f"{host}/{service}")
@@ -176,6 +183,8 @@ def stability(
     detail = "; ".join(problems) or f"{kept} service(s) kept their main process for {held:.1f}s"
     if down and not problems:
         detail += f"; not running after the restarts (left to the other checks): {', '.join(down)}"
+    if left and not problems:
+        detail += f"; a fault keeps acting on (left to the scenario's checks): {', '.join(left)}"
     failed_in = AFTER_RESTARTS if problems else ""
     return CheckResult(STABLE_CHECK, STABLE_TYPE, not problems, False, 1.0, detail, failed_in)
 
@@ -240,6 +249,7 @@ def durable_verdict(
     *,
     hold: float = HOLD_SECONDS,
     times: PhaseTimes | None = None,
+    acted_on: Mapping[str, set[str]] | None = None,
 ) -> Verdict:
     """The final verdict: ``judge(False)`` as left, the restarts, ``judge(True)`` again inside
     the hold window; only the first when it gives 0.0 (``settled_as_left``). ``services``:
@@ -282,6 +292,6 @@ def durable_verdict(
     said = {f"{r.host}/{r.service}": r.line for r in restarts}
     first_seen = {name: r.processes for name, r in before.items()}
     last_seen = {name: r.processes for name, r in after.items()}
-    verdict = both_phases(first, second, [stability(first_seen, last_seen, held, said)])
+    verdict = both_phases(first, second, [stability(first_seen, last_seen, held, said, acted_on)])
     verdict.restarts.update(said)
     return verdict

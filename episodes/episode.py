@@ -26,6 +26,7 @@ import docker
 from ..agents import Task, make_agent
 from ..core.errors import BudgetExhausted, FixOSError, ShellError, StackError
 from ..core.models import CheckResult, InjectedFault, Step, Verdict
+from ..injector.conflicts import kept_down_by_returning
 from ..injector.families import families_of
 from ..records.baselines import BaselineStore
 from ..records.failures import (
@@ -171,6 +172,9 @@ class Episode:
             self.stack.hosts,
             self._services(),
             times=self.verify_times,
+            acted_on=kept_down_by_returning(
+                [(self.scenario.host_of(f), f.type, f.params) for f in self.scenario.faults]
+            ),
         )
         self.timings.verify = time.monotonic() - started
         return verdict

@@ -48,6 +48,10 @@ class Fault:
 
     type: ClassVar[str]
     Params: ClassVar[type[FaultParams]] = FaultParams
+    returns: ClassVar[bool] = False
+    """it keeps acting until its cause is removed (a watchdog, a cron job): what it keeps
+    down may die at any moment after a restart, so the durability phase's hold leaves those
+    services to the scenario's checks rather than to when its next round falls."""
     records: ClassVar[tuple[str, ...]] = ()
     """the keys of what ``inject`` returns: what a solution may name (``{{ hog.pid }}``);
     checked at load time against a scenario's templates, at inject against what it returned."""

@@ -179,3 +179,23 @@ def changes_accounts(faults: Sequence[tuple[str, str, Any]], registry: Any) -> s
         for host, kind, params in faults
         if any(c.resource == ACCOUNTS for c in claims_of(registry.get(kind), params))
     }
+
+
+def kept_down_by_returning(
+    entries: Sequence[tuple[str, str, Any]], registry: Any = None
+) -> dict[str, set[str]]:
+    """Per host, the services a fault that keeps acting (``Fault.returns``) keeps down;
+    ``registry``: every fault type when left out."""
+    if registry is None:
+        from .base import FAULTS  # the fault modules import this one: not at its top
+
+        registry = FAULTS
+    found: dict[str, set[str]] = {}
+    for host, kind, params in entries:
+        cls = registry.get(kind) if kind in registry else None
+        if cls is None or not getattr(cls, "returns", False):
+            continue
+        for claim in claims_of(cls, params):
+            if claim.resource.startswith("service:") and claim.state == DOWN:
+                found.setdefault(host, set()).add(claim.resource.split(":", 1)[1])
+    return found

@@ -288,6 +288,8 @@ class ServiceKiller(Culprit, Fault):
     """A forgotten watchdog kills the service every few seconds: a plain restart
     only helps until its next round."""
 
+    returns = True
+
     type = "service_killer"
 
     class Params(FaultParams):

@@ -50,6 +50,7 @@ class CronRebreaker(Fault):
     app's directory to php-fpm's user; where and under what name comes from the seed."""
 
     type = "cron_rebreaker"
+    returns = True
     records = ("damage", "job", "script", "repair")
 
     def fix(self, seeded: Mapping[str, Any]) -> str:

@@ -97,7 +97,16 @@ def _fits(drawn: list[Drawn]) -> bool:
         (d.host, d.recipe.type, FAULTS.get(d.recipe.type).Params.model_validate(d.params)) for d in drawn
     ]
     distinct = len({d.recipe.key + d.role for d in drawn}) == len(drawn)
-    return distinct and first_conflict(entries, FAULTS) is None
+    return distinct and first_conflict(entries, FAULTS) is None and not _excluded(drawn)
+
+
+def _excluded(drawn: list[Drawn]) -> bool:
+    """Two variants on one host that a recipe excludes (``Recipe.excludes``)."""
+    for a in drawn:
+        for b in drawn:
+            if a is not b and a.host == b.host and b.recipe.key in {k for k, _ in a.recipe.excludes}:
+                return True
+    return False
 
 
 def _meets(level: Level, drawn: list[Drawn]) -> bool:
@@ -154,7 +163,8 @@ def _host_of(need: Need, d: Drawn) -> str:
 def _independent(need: Need, d: Drawn, left: Drawn) -> bool:
     """Whether ``need`` of the repaired ``d`` passes while ``left`` stays broken."""
     host = _host_of(need, d)
-    if need.type == "http_page" and need.params.get("path") in left.recipe.pages:
+    reads = {*need.reads, *([need.params.get("path")] if need.type == "http_page" else [])}
+    if reads & set(left.recipe.pages):
         return False
     if any((host, service) in kept_down(left) for service in need.needs):
         return False

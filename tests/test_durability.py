@@ -119,6 +119,36 @@ def test_stability_wants_the_same_live_main_process_at_both_ends() -> None:
     assert not two_hosts.passed and "db/mariadb" in two_hosts.detail
 
 
+def test_a_service_a_returning_fault_acts_on_is_left_to_the_checks_whenever_its_round_falls() -> None:
+    """A watchdog the repair left kills nginx inside the window on one seed, after it on
+    another: either way the gate says the same, and the scenario's checks judge nginx."""
+    acted_on = {"web": {"nginx"}}
+    for after in ("", "31@90", "10@5"):
+        verdict = stability(
+            {"web": {"nginx": "10@5", "ssh": "2@2"}},
+            {"web": {"nginx": after, "ssh": "2@2"}},
+            1.0,
+            None,
+            acted_on,
+        )
+        assert verdict.passed, verdict.detail
+    died = stability({"web": {"nginx": "10@5"}}, {"web": {"nginx": ""}}, 1.0, None, acted_on)
+    assert "a fault keeps acting on (left to the scenario's checks): nginx" in died.detail
+    other = stability({"web": {"ssh": "2@2"}}, {"web": {"ssh": ""}}, 1.0, None, acted_on)
+    assert not other.passed  # only what the fault acts on
+
+
+def test_only_faults_that_keep_acting_leave_their_services_to_the_checks() -> None:
+    from fixos.injector.conflicts import kept_down_by_returning
+    from fixos.scenarios.catalog import load_catalog
+
+    catalog = load_catalog()
+    entries = lambda sid: [(catalog[sid].host_of(f), f.type, f.params) for f in catalog[sid].faults]  # noqa: E731
+    assert kept_down_by_returning(entries("medium_6")) == {"web": {"nginx"}}  # the watchdog
+    assert kept_down_by_returning(entries("cron_1")) == {"web": {"php8.2-fpm"}}
+    assert kept_down_by_returning(entries("easy_1")) == {}  # stopped once: the hold judges it
+
+
 def _aged(uptime: float, **ages: float) -> Reading:
     """A reading at ``uptime`` of main processes that have lived ``ages`` seconds by then."""
     return Reading(

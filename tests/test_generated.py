@@ -16,7 +16,16 @@ from fixos.injector.conflicts import first_conflict
 from fixos.injector.recipes import CAUSES, RECIPES
 from fixos.scenarios.catalog import load_catalog, select
 from fixos.scenarios.composed import world_data
-from fixos.scenarios.generator import LEVELS, VERSION, combination, draw, ids, parse_id, partial_omits
+from fixos.scenarios.generator import (
+    LEVELS,
+    VERSION,
+    _excluded,
+    combination,
+    draw,
+    ids,
+    parse_id,
+    partial_omits,
+)
 from fixos.scenarios.worlds import generated, held_out, split
 
 CATALOG = load_catalog()
@@ -63,6 +72,7 @@ def test_thousands_of_draws_never_compose_a_conflict_and_each_meets_its_level(le
             (d.host, d.recipe.type, FAULTS.get(d.recipe.type).Params.model_validate(d.params)) for d in drawn
         ]
         assert first_conflict(entries, FAULTS) is None, f"gen:{level}:{n}"
+        assert not _excluded(drawn), f"gen:{level}:{n}"
         if axes.split_hosts is not None:
             assert any(d.role != "all" for d in drawn) == axes.split_hosts
         if axes.elsewhere:
@@ -106,6 +116,7 @@ def test_every_recipe_has_a_known_cause_a_type_and_something_to_judge():
         assert recipe.type in FAULTS and FAULTS.get(recipe.type).has_fix()
         assert recipe.cause in CAUSES
         assert recipe.own or recipe.pages, recipe.key
+        assert {k for k, _ in recipe.excludes} <= {r.key for r in RECIPES}, recipe.key
         FAULTS.get(recipe.type).Params.model_validate(recipe.params(__import__("random").Random(1)))
 
 

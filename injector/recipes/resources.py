@@ -66,6 +66,7 @@ RECIPES: tuple[Recipe, ...] = (
         lambda rng: {},  # unpinned: one pin a host (the squatter's); see base.pid
         (Need("nothing burns the CPU", "no_cpu_hog", {"max_percent": 30}),),
         culprit=True,
+        excludes=(("tmp_full", "beside a full /tmp its hog never burnt: 0 % of a core (gen:2:23)"),),
     ),
     Recipe(
         "port_squatter",
@@ -115,6 +116,7 @@ RECIPES: tuple[Recipe, ...] = (
                 {"path": "/status", "same_as_healthy": False, "contains": "orders: 10", "hold_seconds": 2.0},
                 on="web",
                 needs=("nginx",),
+                reads=("/status",),
             ),
         ),
         weight=2,

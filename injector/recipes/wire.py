@@ -10,6 +10,7 @@ TLS = Need(
     {"name": "shop.tidewater.test", "path": "/"},
     on="web",
     needs=("nginx",),
+    reads=("/",),
 )
 RECIPES: tuple[Recipe, ...] = (
     Recipe(
