@@ -126,7 +126,7 @@ class Episode:
         self.timings.boot = time.monotonic() - started
         # One harness session per host, never handed to the agent: the faults go in through it.
         self._harness.update(self.stack.take_shells())
-        key, cached = self._cached_healthy()
+        keys, cached = self._cached_healthy()
         broken = break_hosts(
             self._checks,
             fault_entries(self.scenario),
@@ -136,15 +136,15 @@ class Episode:
             healthy=cached,
             vantage=self._inspected,
         )
-        self._store.keep(key, broken.healthy, self.pool.baselines if self.pool is not None else None)
+        self._store.keep(keys, broken.healthy, self.pool.baselines if self.pool is not None else None)
         self.faults = broken.faults
         self._baseline = broken.baseline
         self.broken_verdict = broken.verdict
         self.timings.reset = time.monotonic() - started
 
-    def _cached_healthy(self) -> tuple[str, Baseline | None]:
-        """The healthy baseline already recorded for these checks, hosts and images (in the
-        pool's memory, or on disk: ``fixos.records.baselines``), and its key."""
+    def _cached_healthy(self) -> tuple[dict[str, str], Baseline]:
+        """The healthy evidence already recorded for these checks, hosts and images (in the
+        pool's memory, or on disk: ``fixos.records.baselines``), and each check's key."""
         checks = [(c.name, c.type, c.host, c.params) for c in self._checks]
         memory = self.pool.baselines if self.pool is not None else None
         return self._store.find(checks, self.scenario.hosts, self.stack.image_ids(), memory)

@@ -139,13 +139,16 @@ def break_hosts(
     ``shells`` are the harness's sessions in the hosts, one per host; ``hosts`` the
     outside access to each. The checks look through ``vantage`` (an episode's
     inspectors), or through ``shells`` when none is given (the exporter's capture).
-    ``healthy``, when given, is a baseline already recorded and proven on
-    identical hosts (a pool's cache), so the snapshot is skipped. The faults go
+    ``healthy``, when given, is evidence already recorded and proven on identical
+    hosts (a pool's cache, the disk's), so only the checks it lacks are recorded. The faults go
     in through ``inject_through`` (default: ``shells``); ``on_injected`` runs
     once all are in, before their confirmation (the capture stops recording
     there). The registries are for tests' own types.
     """
     look = vantage or in_host(shells, hosts)
+    known = healthy or {}
+    missing = [c for c in checks if c.name not in known]
+    healthy = dict(known) if not missing else None
     if healthy is None:
         # Patient: a healthy page slow to answer on a loaded machine is asked again, not
         # taken for a broken host (which makes the episode invalid); patience costs nothing
@@ -154,12 +157,12 @@ def break_hosts(
             look,
             True,
             "healthy",
-            lambda looking: judge(checks, looking.probes, moment="healthy", registry=check_types),
+            lambda looking: judge(missing, looking.probes, moment="healthy", registry=check_types),
         )
-        if not proof.verdict.solved:
+        if not all(c.passed for c in proof.verdict.checks):  # some may be gates only: no reward
             failing = "; ".join(f"{c.name}: {c.detail}" for c in proof.verdict.checks if not c.passed)
             raise UnhealthyHost(f"checks fail on the healthy host: {failing}")
-        healthy = proof.baseline
+        healthy = {**known, **proof.baseline}
     injected = inject_all(
         list(faults), inject_through or shells, seed, registry=fault_types, on_injected=on_injected
     )

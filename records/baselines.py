@@ -34,8 +34,10 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
-"""the layout of a record; a new one never reads an older one (it is part of the key)."""
+FORMAT = 2
+"""the layout of a record; a new one never reads an older one (it is part of the key). 2: a
+record per check, so scenarios that share checks on the same hosts (every inherited gate;
+generated worlds, each new) share their evidence."""
 
 
 def cache_dir() -> Path:
@@ -109,19 +111,31 @@ class BaselineStore:
 
     def find(
         self, checks: Any, hosts: Any, image_ids: dict[str, str], memory: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any] | None]:
-        """The key of these checks, hosts and images, and their baseline: from ``memory`` (a
-        pool's), else from disk, else None."""
-        key = baseline_key(checks, hosts, image_ids)
-        kept = memory.get(key) if memory is not None else None
-        return key, kept if kept is not None else self.get(key)
+    ) -> tuple[dict[str, str], dict[str, Any]]:
+        """Each check's key (by its name, ``checks`` being ``(name, type, host, params)``) and
+        the evidence already recorded for it with these hosts and images: from ``memory`` (a
+        pool's), else from disk. A check with none is left out of the evidence."""
+        keys = {check[0]: baseline_key([check], hosts, image_ids) for check in checks}
+        found: dict[str, Any] = {}
+        for name, key in keys.items():
+            kept = memory.get(key) if memory is not None else None
+            record = kept if kept is not None else self.get(key)
+            if record is not None and name in record:
+                found[name] = record[name]
+        return keys, found
 
-    def keep(self, key: str, baseline: dict[str, Any], memory: dict[str, Any] | None = None) -> None:
-        """``baseline`` in ``memory`` (a pool's), and on disk unless it is there already."""
-        if memory is not None:
-            memory[key] = baseline
-        if not self._path(key).is_file():
-            self.put(key, baseline)
+    def keep(
+        self, keys: dict[str, str], baseline: dict[str, Any], memory: dict[str, Any] | None = None
+    ) -> None:
+        """Each check's evidence of ``baseline`` in ``memory`` (a pool's), and on disk unless there."""
+        for name, key in keys.items():
+            if name not in baseline:
+                continue
+            record = {name: baseline[name]}
+            if memory is not None:
+                memory[key] = record
+            if not self._path(key).is_file():
+                self.put(key, record)
 
     def put(self, key: str, baseline: dict[str, Any]) -> None:
         """Keep ``baseline``; a directory that cannot be written costs only the next run's time."""

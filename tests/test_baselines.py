@@ -35,6 +35,16 @@ def test_a_changed_check_module_gives_another_code_digest(tmp_path: Path) -> Non
     assert folders_digest([("fixos.verifier", copy)]) != before
 
 
+def test_scenarios_sharing_a_check_on_the_same_hosts_share_its_record(tmp_path: Path) -> None:
+    store = BaselineStore(tmp_path)
+    other = ("php runs", "service_running", "web", {"service": "php8.2-fpm"})
+    keys, _ = store.find([*CHECKS, other], HOSTS, IMAGES)
+    store.keep(keys, {"nginx runs": {"pid": [1]}, "php runs": {"pid": [2]}})
+    third = ("mariadb runs", "service_running", "web", {"service": "mariadb"})
+    _, found = BaselineStore(tmp_path).find([CHECKS[0], third], HOSTS, IMAGES)
+    assert found == {"nginx runs": {"pid": [1]}}  # only the third is recorded anew
+
+
 def test_the_key_changes_with_the_code_the_image_the_checks_and_the_hosts() -> None:
     key = baseline_key(CHECKS, HOSTS, IMAGES, code="c1")
     assert key == baseline_key(CHECKS, HOSTS, dict(IMAGES), code="c1")
@@ -47,12 +57,13 @@ def test_the_key_changes_with_the_code_the_image_the_checks_and_the_hosts() -> N
 
 def test_the_store_keeps_reads_and_ignores_what_does_not_read(tmp_path: Path) -> None:
     store = BaselineStore(tmp_path)
-    key, found = store.find(CHECKS, HOSTS, IMAGES)
-    assert found is None
+    keys, found = store.find(CHECKS, HOSTS, IMAGES)
+    assert found == {} and list(keys) == ["nginx runs"]
     memory: dict = {}
-    store.keep(key, {"nginx runs": {"pid": [1, 2]}}, memory)
+    store.keep(keys, {"nginx runs": {"pid": [1, 2]}}, memory)
+    key = keys["nginx runs"]
     assert memory == {key: {"nginx runs": {"pid": [1, 2]}}}
-    assert BaselineStore(tmp_path).find(CHECKS, HOSTS, IMAGES) == (key, {"nginx runs": {"pid": [1, 2]}})
+    assert BaselineStore(tmp_path).find(CHECKS, HOSTS, IMAGES) == (keys, {"nginx runs": {"pid": [1, 2]}})
     (tmp_path / f"{key}.json").write_text("{not json")
     assert store.get(key) is None
     assert list(tmp_path.glob(".baseline-*")) == []  # nothing half-written left behind
@@ -68,7 +79,7 @@ def test_a_later_run_reads_the_recorded_baseline_and_skips_the_healthy_snapshot(
         assert first.shell.run(render(scenario.solution, first.faults), timeout=60).ok
         assert first.verify().reward == 1.0
     recorded = list((tmp_path / "baselines").glob("*.json"))
-    assert len(recorded) == 1
+    assert len(recorded) == len(scenario.checks)  # a record per check
 
     def no_snapshot(*args, **kwargs):
         raise AssertionError("the healthy hosts were recorded again")
@@ -82,6 +93,7 @@ def test_a_later_run_reads_the_recorded_baseline_and_skips_the_healthy_snapshot(
             assert time.monotonic() - started < 60
             assert later.shell.run(render(scenario.solution, later.faults), timeout=60).ok
             assert later.verify().reward == 1.0
-        assert pool.baselines and next(iter(pool.baselines.values())) == BaselineStore().get(recorded[0].stem)
+        assert len(pool.baselines) == len(recorded)
+        assert all(BaselineStore().get(key) == record for key, record in pool.baselines.items())
     finally:
         pool.close()
