@@ -148,7 +148,7 @@ def break_hosts(
     look = vantage or in_host(shells, hosts)
     known = healthy or {}
     missing = [c for c in checks if c.name not in known]
-    healthy = dict(known) if not missing else None
+    healthy = known if not missing else None
     if healthy is None:
         # Patient: a healthy page slow to answer on a loaded machine is asked again, not
         # taken for a broken host (which makes the episode invalid); patience costs nothing
