@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..core.errors import FixOSError, UnknownTypeError
 from ..core.registry import Registry
@@ -67,6 +67,7 @@ AGENTS: Registry[Agent] = Registry(
         "oracle": "fixos.agents.oracle:OracleAgent",
         "nop": "fixos.agents.nop:NopAgent",
         "partial": "fixos.agents.oracle:PartialAgent",
+        "shotgun": "fixos.agents.nop:ShotgunAgent",
         "baseline": "fixos.agents.baseline:BaselineAgent",
         "llm": "fixos.agents.llm:LlmAgent",
         "external": "fixos.agents.external:ExternalAgent",
@@ -98,8 +99,9 @@ def agent_class(name: str) -> type[Agent]:
     return cls
 
 
-def make_agent(name: str, *, solutions: dict[str, str | None]) -> Agent:
-    """An agent by name; the reference agents are handed their script, no one else is."""
+def make_agent(name: str, *, solutions: dict[str, str | None], truth: dict[str, Any] | None = None) -> Agent:
+    """An agent by name; the reference agents are handed their script (and the oracle the
+    ground truth, to report: ``wants_truth``), no one else is."""
     cls = agent_class(name)
     key = getattr(cls, "solution_key", None)
     if key is None:
@@ -107,4 +109,7 @@ def make_agent(name: str, *, solutions: dict[str, str | None]) -> Agent:
     script = solutions.get(key)
     if script is None:
         raise UnknownTypeError("solution for agent " + name, key, [k for k, v in solutions.items() if v])
-    return cls(solution=script)  # type: ignore[call-arg]
+    agent = cls(solution=script)  # type: ignore[call-arg]
+    if getattr(cls, "wants_truth", False):
+        agent.truth = truth  # type: ignore[attr-defined]
+    return agent

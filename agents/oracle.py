@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from typing import Any
 
 from ..core.errors import SolutionFailed
 from ..core.models import CommandResult, ScriptFailure
@@ -50,9 +51,15 @@ def run_solution(shell: Shell, script: str) -> ScriptFailure | None:
 class OracleAgent:
     name = "oracle"
     solution_key = "solution"
+    wants_truth = True
+    truth: dict[str, Any] | None = None
+    """the ground truth of the episode's faults, handed over by ``make_agent``: its report"""
 
     def __init__(self, solution: str) -> None:
         self._solution = solution
+
+    def report(self) -> dict[str, Any] | None:
+        return self.truth
 
     def solve(self, task: Task, shell: Shell) -> None:
         failure = run_solution(shell, self._solution)
@@ -65,6 +72,7 @@ class PartialAgent(OracleAgent):
 
     name = "partial"
     solution_key = "partial_solution"
+    wants_truth = False  # a repair script, no report
 
 
 def first_fixes_class(name: str) -> type[OracleAgent]:

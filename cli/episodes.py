@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import threading
 import time
@@ -16,6 +17,8 @@ from ..agents.external import VERIFY_REQUEST
 from ..bench.local import Bench, Plan, bench_path
 from ..bench.on_ray import RayBench, require_ray
 from ..core.errors import FixOSError
+from ..diagnosis import parse_report, report_schema
+from ..episodes.diagnosed import REPORT_FILE
 from ..episodes.episode import new_run_id
 from ..records.models import EpisodeRecord
 from ..records.report import write_reports
@@ -151,6 +154,13 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
     run_dir = args.results / args.run
     if not run_dir.is_dir():
         raise FixOSError(f"no run {args.run!r} under {args.results}/")
+    if args.report is not None:  # refused here, naming the field, before the episode ends
+        try:
+            text = args.report.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise FixOSError(f"{args.report}: cannot read: {exc.strerror or exc}") from None
+        parse_report(text, where=str(args.report))
+        (run_dir / REPORT_FILE).write_text(text, encoding="utf-8")
     (run_dir / VERIFY_REQUEST).touch()
     console.print(f"asked run {args.run} to verify; its terminal shows the verdict", highlight=False)
     return 0
@@ -163,4 +173,10 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
         raise FixOSError(f"no episode {args.episode!r} under {args.results}/ (give RUN_ID/EPISODE)")
     for part in transcript_view(directory):
         console.print(part)
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace, console: Console) -> int:
+    """The JSON schema of a report (the only ``what`` so far), on stdout as it is."""
+    print(json.dumps(report_schema(), indent=2))
     return 0

@@ -31,7 +31,7 @@ from .common import (
     positive,
     shard,
 )
-from .episodes import cmd_bench, cmd_play, cmd_run, cmd_show, cmd_verify
+from .episodes import cmd_bench, cmd_play, cmd_run, cmd_schema, cmd_show, cmd_verify
 from .serving import cmd_export, cmd_serve
 from .validate import cmd_validate
 
@@ -103,6 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
     verify = sub.add_parser("verify", help="tell a waiting `run --agent external` to score now")
     verify.add_argument("run", help="the run id it printed")
     verify.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+    verify.add_argument(
+        "--report", type=Path, help="your diagnosis (JSON, `fixos schema report`): graded beside the repair"
+    )
+    schema = sub.add_parser("schema", help="print the JSON schema of a file FixOS reads")
+    schema.add_argument("what", choices=["report"], help="report: an agent's diagnosis")
 
     show = sub.add_parser("show", help="replay an episode's transcript and verdict")
     show.add_argument("episode", help="RUN_ID/EPISODE, e.g. 20261129-120000-ab12/easy_1-s1-oracle")
@@ -218,6 +223,7 @@ COMMANDS = {
     "calibrate": cmd_calibrate,
     "play": cmd_play,
     "verify": cmd_verify,
+    "schema": cmd_schema,
     "show": cmd_show,
     "export": cmd_export,
     "clean": cmd_clean,

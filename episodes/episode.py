@@ -26,6 +26,7 @@ import docker
 from ..agents import Task, make_agent
 from ..core.errors import BudgetExhausted, FixOSError, ShellError, StackError
 from ..core.models import CheckResult, InjectedFault, Step, Verdict
+from ..diagnosis.truth import truth_report, truths
 from ..injector.conflicts import kept_down_by_returning
 from ..injector.families import families_of
 from ..records.baselines import BaselineStore
@@ -41,8 +42,7 @@ from ..records.failures import (
 from ..records.models import EpisodeRecord, Timings
 from ..records.rundir import write_interrupted
 from ..scenarios.schema import Scenario
-from ..scenarios.solution import render
-from ..scenarios.worlds import first_fixes
+from ..scenarios.worlds import reference_scripts
 from ..shells.base import Shell
 from ..shells.recording import RecordingShell
 from ..stack.hosts import LiveHost, Stack
@@ -53,6 +53,7 @@ from ..verifier import Baseline, judge
 from ..verifier.exits import dying_of, wait_for_exits
 from .agent_shells import AgentShells, endpoints_of
 from .blame import harness_evidence, running
+from .diagnosed import diagnosed
 from .durability import PhaseTimes, durable_verdict
 from .inspection import JudgeSessions, Looking, failing_disturbed, vantage
 from .phases import break_hosts, check_entries, fault_entries
@@ -338,12 +339,8 @@ def run_episode(
         record.images = episode.stack.image_ids()
         agent = make_agent(
             agent_name,
-            solutions={
-                "solution": render(scenario.solution, episode.faults),
-                "partial_solution": scenario.partial_solution
-                and render(scenario.partial_solution, episode.faults),
-                **first_fixes(scenario, episode.faults),
-            },
+            solutions=reference_scripts(scenario, episode.faults),
+            truth=truth_report(truths(episode.faults)),
         )
         limits = scenario.limits
         task = Task(scenario.id, scenario.instruction, limits.max_steps, limits.wall_seconds, workdir)
@@ -373,6 +370,7 @@ def run_episode(
         record.verdict = verdict
         record.reward = verdict.reward
         record.solved = verdict.solved
+        record.diagnosis = diagnosed(agent, workdir, episode.faults)
         finish = getattr(agent, "finish", None)
         if finish is not None:
             finish(verdict)

@@ -33,6 +33,21 @@ class Timings(BaseModel):
         return self.reset + self.agent + self.verify
 
 
+class Diagnosed(BaseModel):
+    """How the agent's report named the faults (``fixos.diagnosis``): beside ``reward``."""
+
+    model_config = ConfigDict(extra="forbid")
+    score: float
+    recall: float = 0.0
+    precision: float = 0.0
+    per_fault: list[dict[str, Any]] = Field(default_factory=list)
+    source: str = "none"
+    """where the report came from: ``agent`` (its ``report()``), ``file`` (``fixos verify
+    --report``), or ``none`` (no report: 0.0 on a broken world)"""
+    error: str | None = None
+    """a report that did not parse, in one line naming the field (it scores 0.0)"""
+
+
 class EpisodeRecord(Saved):
     """One finished (or invalid) episode: one line of episodes.jsonl."""
 
@@ -58,6 +73,8 @@ class EpisodeRecord(Saved):
     """image tag -> image id of each host."""
     engine: str | None = None
     """the Docker engine it ran on, when a run spreads over several."""
+    diagnosis: Diagnosed | None = None
+    """the agent's report graded against the injected faults (``fixos.diagnosis``)."""
 
     @property
     def scored(self) -> bool:

@@ -64,8 +64,14 @@ def split(scenario_id: str) -> str:
     return split_of(combination(draw(level, n)), held_out())
 
 
-def first_fixes(scenario: Scenario, faults: list[InjectedFault]) -> dict[str, str]:
-    """``first_fixes:K`` -> the repair of the first K faults, rendered for ``faults`` (the whole
-    repair for K >= the faults): what ``first-fixes:K``, the budget-limited oracle, runs."""
+def reference_scripts(scenario: Scenario, faults: list[InjectedFault]) -> dict[str, str | None]:
+    """The scripts the reference agents are handed, rendered for ``faults``: the solution, the
+    partial one, and ``first_fixes:K`` (the repair of the first K faults, the whole one for
+    K >= the faults: what ``first-fixes:K``, the budget-limited oracle, runs)."""
     scripts = [render(s, faults) for s in [*scenario.first_fixes, scenario.solution]]
-    return {f"first_fixes:{k}": scripts[min(k, len(scripts)) - 1] for k in range(1, 10)}
+    partial = scenario.partial_solution
+    return {
+        "solution": scripts[-1],
+        "partial_solution": partial and render(partial, faults),
+        **{f"first_fixes:{k}": scripts[min(k, len(scripts)) - 1] for k in range(1, 10)},
+    }

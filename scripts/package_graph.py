@@ -30,6 +30,7 @@ STAGES = [
     "fixos.records",
     "fixos.scenarios",
     "fixos.stack",
+    "fixos.diagnosis",
 ]
 ORCHESTRATION = [
     "fixos.episodes",

@@ -20,6 +20,7 @@ PAGES = [
     "getting-started",
     "scenarios",
     "generated",
+    "diagnosis",
     "writing-a-fault",
     "writing-a-check",
     "agents-and-shells",

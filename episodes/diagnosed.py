@@ -1,0 +1,43 @@
+"""The agent's report of what is wrong, graded beside the repair (``fixos.diagnosis``).
+
+A report comes from the agent's ``report()`` (a built-in agent; the oracle is handed the
+truth as it is handed the solution) or from ``report.json`` in the run directory, which
+``fixos verify RUN --report FILE`` writes for an agent working from outside. Nothing the
+agent does inside a host can change it: the report is the only input.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..core.models import InjectedFault
+from ..diagnosis import grade, parse_report, truths
+from ..diagnosis.report import ReportError
+from ..records.models import Diagnosed
+
+REPORT_FILE = "report.json"
+
+
+def diagnosed(agent: Any, workdir: Path | None, faults: list[InjectedFault]) -> Diagnosed:
+    """The diagnosis the agent's report earns on these faults."""
+    source, text = "none", None
+    report_of = getattr(agent, "report", None)
+    given = report_of() if callable(report_of) else None
+    if given is not None:
+        source, text = "agent", given if isinstance(given, str) else json.dumps(given)
+    elif workdir is not None and (workdir.parent / REPORT_FILE).is_file():
+        source, text = "file", (workdir.parent / REPORT_FILE).read_text(encoding="utf-8", errors="replace")
+    try:
+        report = parse_report(text, where=f"{source} report") if text is not None else None
+    except ReportError as exc:
+        return Diagnosed(score=0.0, source=source, error=str(exc))
+    result = grade(report, truths(faults))
+    return Diagnosed(
+        score=result.score,
+        recall=result.recall,
+        precision=result.precision,
+        per_fault=result.per_fault,
+        source=source,
+    )
