@@ -117,9 +117,16 @@ CLAIMS: dict[str, ClaimRule] = {
     "fd_limit": lambda p: (
         [_service("nginx", UP, "proves its connection limit by nginx's own log while it runs")]
         if p.service == "nginx"
-        else [Claim("config:php-fpm", OWN, "edits php-fpm's file limit and restarts it")]
+        else [
+            Claim("config:php-fpm", OWN, "edits php-fpm's file limit and restarts it"),
+            # its restart would undo a fault that keeps php-fpm stopped (gen:5:20)
+            _service("php8.2-fpm", UP, "restarts php-fpm with its new limit"),
+        ]
     ),
-    "fpm_pool_broken": lambda p: [Claim("config:php-fpm", OWN, "edits php-fpm's pool and restarts it")],
+    "fpm_pool_broken": lambda p: [
+        Claim("config:php-fpm", OWN, "edits php-fpm's pool and restarts it"),
+        _service("php8.2-fpm", UP, "restarts php-fpm with its edited pool"),
+    ],
 }
 
 PAIRS: dict[frozenset[str], str] = {}

@@ -80,6 +80,12 @@ RECIPES: tuple[Recipe, ...] = (
         starts=("nginx",),
         weight=3,
         culprit=True,
+        # port 80 held by the squatter after the faults: a partial repair that kills it while
+        # another fault keeps nginx down leaves 80 gone, which the listeners gate fails
+        excludes=tuple(
+            (key, "another fault keeping nginx down: the partial repair lost port 80 (gen:4:8, gen:4:21)")
+            for key in ("config_broken:nginx", "service_stopped:nginx", "service_killer:nginx")
+        ),
     ),
     Recipe(
         "service_killer",
@@ -132,6 +138,18 @@ RECIPES: tuple[Recipe, ...] = (
         ("/status",),
         hold=2.0,
         weight=2,
+        excludes=tuple(
+            (
+                key,
+                "its inject restarts php-fpm, which a full /var/log or memory hog kept down (gen:5:16, 5:18)",
+            )
+            for key in (
+                "disk_fill:/var/log",
+                "inodes_exhausted:/var/log",
+                "deleted_open_file:/var/log",
+                "memory_hog",
+            )
+        ),
     ),
     Recipe(
         "fd_limit",
@@ -156,6 +174,18 @@ RECIPES: tuple[Recipe, ...] = (
         ("/status",),
         hold=2.0,
         weight=2,
+        excludes=tuple(
+            (
+                key,
+                "its inject restarts php-fpm, which a full /var/log or memory hog kept down (gen:5:16, 5:18)",
+            )
+            for key in (
+                "disk_fill:/var/log",
+                "inodes_exhausted:/var/log",
+                "deleted_open_file:/var/log",
+                "memory_hog",
+            )
+        ),
     ),
     Recipe(
         "connections_exhausted",
