@@ -83,4 +83,5 @@ def first_fixes_class(name: str) -> type[OracleAgent]:
     k = name.partition(":")[2]
     if not k.isdigit() or not 1 <= int(k) <= 9:
         raise FixOSError(f"agent {name}: first-fixes:K takes K from 1 to 9")
-    return type(f"FirstFixes{k}", (OracleAgent,), {"name": name, "solution_key": f"first_fixes:{k}"})
+    attrs = {"name": name, "solution_key": f"first_fixes:{k}", "wants_truth": False}  # it knows K fixes only
+    return type(f"FirstFixes{k}", (OracleAgent,), attrs)

@@ -43,13 +43,13 @@ class Cell:
 
 
 def cells(records: Iterable[EpisodeRecord]) -> list[Cell]:
-    """One cell per level x agent, levels ascending, agents in the order first met."""
+    """One cell per level x agent, by level then agent (whatever order the episodes ended in)."""
     grouped: dict[tuple[int, str], list[EpisodeRecord]] = {}
     for record in records:
         level, _ = parse_id(record.scenario)
         grouped.setdefault((level, record.agent), []).append(record)
     out = []
-    for (level, agent), group in sorted(grouped.items(), key=lambda kv: kv[0][0]):
+    for (level, agent), group in sorted(grouped.items()):
         scored = [r for r in group if r.scored and r.reward is not None]
         rewards = [r.reward for r in scored if r.reward is not None]
         out.append(

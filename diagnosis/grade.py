@@ -36,7 +36,7 @@ def _same_place(said: str, truth: str) -> bool:
     kind_b, _, b = truth.partition(":")
     paths = {"file", "fs"}
     if kind_a in paths and kind_b in paths and a.startswith("/") and b.startswith("/"):
-        return a.startswith(b + "/") or b.startswith(a + "/")  # a file under the directory, or the reverse
+        return a.startswith(b + "/")  # a file inside the fault's directory; a vaguer parent is not
     return False
 
 

@@ -58,14 +58,28 @@ def canonical(component: str) -> str:
 
 
 def _recipe_truth(fault: InjectedFault) -> tuple[str, str]:
-    for recipe in RECIPES:
+    """The recipe drawn with these parameters; else the type's first recipe, its component
+    taken from the fault's own service or path (``service_stopped`` of ssh, ``disk_fill`` of
+    /tmp: variants the generator does not draw, which a scenario file may use)."""
+    same_type = [r for r in RECIPES if r.type == fault.type]
+    for recipe in same_type:
         words = {k: v for k, v in recipe.params(random.Random(0)).items() if isinstance(v, str)}
-        if recipe.type == fault.type and all(fault.params.get(k) == v for k, v in words.items()):
+        if all(fault.params.get(k) == v for k, v in words.items()):
             return recipe.cause, recipe.component
     if fault.type in FALLBACK:
         cause, component = FALLBACK[fault.type]
-        return cause, component.format(**fault.params)
-    raise KeyError(f"fault type {fault.type} declares no ground truth (a recipe or FALLBACK)")
+        return cause, component.format_map(_Blank(fault.params))
+    cause = same_type[0].cause if same_type else "config_error"
+    if isinstance(fault.params.get("service"), str):
+        return cause, f"service:{fault.params['service']}"
+    if isinstance(fault.params.get("path"), str):
+        return cause, f"fs:{fault.params['path']}"
+    return cause, same_type[0].component if same_type else f"host:{fault.host}"
+
+
+class _Blank(dict):  # type: ignore[type-arg]
+    def __missing__(self, key: str) -> str:
+        return "?"
 
 
 def _pids(seeded: dict[str, Any]) -> list[str]:

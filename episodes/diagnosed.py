@@ -1,8 +1,9 @@
 """The agent's report of what is wrong, graded beside the repair (``fixos.diagnosis``).
 
 A report comes from the agent's ``report()`` (a built-in agent; the oracle is handed the
-truth as it is handed the solution) or from ``report.json`` in the run directory, which
-``fixos verify RUN --report FILE`` writes for an agent working from outside. Nothing the
+truth as it is handed the solution) or, for an agent working from outside (``external``),
+from ``report.json`` in the run directory, which ``fixos verify RUN --report FILE`` writes;
+the episode moves it into its own directory as it grades it. Nothing the
 agent does inside a host can change it: the report is the only input.
 """
 
@@ -27,8 +28,13 @@ def diagnosed(agent: Any, workdir: Path | None, faults: list[InjectedFault]) -> 
     given = report_of() if callable(report_of) else None
     if given is not None:
         source, text = "agent", given if isinstance(given, str) else json.dumps(given)
-    elif workdir is not None and (workdir.parent / REPORT_FILE).is_file():
-        source, text = "file", (workdir.parent / REPORT_FILE).read_text(encoding="utf-8", errors="replace")
+    elif getattr(agent, "wants_endpoints", False) and workdir is not None:
+        # an agent working from outside: `fixos verify RUN --report` left it in the run's directory
+        # (a run holds the one external episode); taken, so no later episode reads it again
+        handed = workdir.parent / REPORT_FILE
+        if handed.is_file():
+            source, text = "file", handed.read_text(encoding="utf-8", errors="replace")
+            handed.replace(workdir / REPORT_FILE)
     try:
         report = parse_report(text, where=f"{source} report") if text is not None else None
     except ReportError as exc:

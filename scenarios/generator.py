@@ -166,7 +166,10 @@ def _independent(need: Need, d: Drawn, left: Drawn) -> bool:
     reads = {*need.reads, *([need.params.get("path")] if need.type == "http_page" else [])}
     if reads & set(left.recipe.pages):
         return False
-    if any((host, service) in kept_down(left) for service in need.needs):
+    down = kept_down(left)
+    if any((host, service) in down for service in need.needs) or need.type in left.recipe.breaks:
+        return False
+    if any((d.host if d.role == "all" else role, service) in down for role, service in need.needs_on):
         return False
     return all(
         (n.type, _host_of(n, left), str(n.params)) != (need.type, host, str(need.params))

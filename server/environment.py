@@ -53,10 +53,10 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
         self._history: list[str] = []
         self._state = FixOSState()
         self._host_seconds = 0.0
+        """time the episode's commands took: what the scenario's wall_seconds bounds."""
         self._curriculum = Curriculum()
         """this session's: the level of its next ``reset(level="auto")`` follows its results"""
         self._choice: Choice | None = None
-        """time the episode's commands took: what the scenario's wall_seconds bounds."""
         self._closed = False
         self._lock = threading.RLock()
         context.register(self)

@@ -88,8 +88,8 @@ class FixOSState(State):
     final_score: float | None = None
     """the verifier's reward once the episode is done (solved, DONE, or out of budget)."""
     containers: list[str] = Field(default_factory=list)
+    """names of the live containers, while the episode holds them."""
     level: int | None = None
     """the generated world's level when ``reset(level=...)`` chose it"""
     curriculum: str | None = None
     """why that level: start, up, down, hold (``level="auto"``) or fixed"""
-    """names of the live containers, while the episode holds them."""

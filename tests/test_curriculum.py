@@ -23,6 +23,8 @@ def test_it_moves_up_when_the_agent_succeeds_and_down_when_it_fails():
     curriculum = Curriculum(window=4)
     levels = _serve(curriculum, [1.0] * 12)
     assert levels == [1] * 4 + [2] * 4 + [3] * 4 and curriculum.level == 4
+    moved = curriculum.next()
+    assert (moved.why, moved.rate) == ("up", 1.0)  # the rate that decided it, kept across the move
     levels = _serve(curriculum, [0.0] * 8)
     assert levels == [4] * 4 + [3] * 4 and curriculum.level == 2
 

@@ -106,6 +106,11 @@ def test_equivalent_spellings_and_a_pid_counts_only_as_a_word():
         [{"host": "db", "component": "file:/var/log/junk/big.bin", "cause": "resource_exhaustion"}]
     )
     assert grade(under, truths([fill])).score == 1.0
+    vaguer = _report([{"host": "db", "component": "fs:/var", "cause": "resource_exhaustion"}])
+    assert grade(vaguer, truths([fill])).score == 0.0  # a parent of the place is no place
+    ssh = truths([InjectedFault("service_stopped", "web", {"service": "ssh"}, {}, "")])  # no recipe draws it
+    sshd = _report([{"host": "web", "component": "service:sshd", "cause": "service_stopped"}])
+    assert grade(sshd, ssh).score == 1.0
     hog = truths([InjectedFault("memory_hog", "web", {}, {"pid": 91}, "")])
     near = _report(
         [{"host": "web", "component": "memory", "cause": "resource_exhaustion", "evidence": "pid 910"}]
@@ -160,11 +165,14 @@ def test_a_report_handed_over_as_a_file_is_graded_and_a_bad_one_scores_zero_nami
     faults = _injected("easy_1")
     workdir = tmp_path / "run" / "easy_1-s1-external"
     workdir.mkdir(parents=True)
-    outside = object()  # an external agent: no report() of its own
+    outside = type("External", (), {"wants_endpoints": True})()  # no report() of its own
     assert diagnosed(outside, workdir, faults).source == "none"
     (workdir.parent / REPORT_FILE).write_text(json.dumps(truth_report(truths(faults))))
+    assert diagnosed(object(), workdir, faults).source == "none"  # only the external agent's
     graded = diagnosed(outside, workdir, faults)
     assert (graded.source, graded.score) == ("file", 1.0)
+    assert not (workdir.parent / REPORT_FILE).exists() and (workdir / REPORT_FILE).is_file()  # taken once
+    assert diagnosed(outside, workdir, faults).source == "none"
     (workdir.parent / REPORT_FILE).write_text('{"healthy": false, "findings": [{"host": "web"}]}')
     bad = diagnosed(outside, workdir, faults)
     assert bad.score == 0.0 and bad.error is not None and "findings.0.component" in bad.error

@@ -39,6 +39,7 @@ class Curriculum:
     _results: deque[bool] = field(default_factory=deque, repr=False)
     _served: dict[int, int] = field(default_factory=dict, repr=False)
     _why: str = "start"
+    _decided: float | None = None
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
@@ -60,10 +61,11 @@ class Curriculum:
         self._results.append(reward >= SOLVED)
         rate = self.rate
         if rate is None:
-            self._why = "hold"
+            self._why, self._decided = "hold", None
             return
         step = 1 if rate >= self.target + self.margin else -1 if rate <= self.target - self.margin else 0
         moved = min(max(self.level + step, min(LEVELS)), max(LEVELS))
+        self._decided = rate
         self._why = "hold" if moved == self.level else ("up" if moved > self.level else "down")
         if moved != self.level:
             self.level = moved
@@ -81,5 +83,5 @@ class Curriculum:
         self._served[at] = served + 1
         if fixed:
             return Choice(task_id, at, "fixed", None)
-        rate = sum(self._results) / len(self._results) if self._results else None
-        return Choice(task_id, at, self._why, rate)
+        # the full window's rate that decided the level (kept across the move, which clears it)
+        return Choice(task_id, at, self._why, self._decided if self._why != "start" else None)

@@ -39,6 +39,8 @@ class Need:
     needs: tuple[str, ...] = ()
     """services (on the host the check runs against) that must be up for it to pass:
     a partial repair that leaves one of them down cannot expect this check to pass."""
+    needs_on: tuple[tuple[str, str], ...] = ()
+    """(role, service) it needs up on another host: ``db_reachable`` from app needs MariaDB on db"""
     reads: tuple[str, ...] = ()
     """the shop's pages it fetches (an ``http_page`` its own path): a fault that breaks one
     fails it too (``tls_valid`` fetches ``/``: 403 behind a locked web root, gen:2:30)."""
@@ -83,6 +85,9 @@ class Recipe:
     """a program of its own makes the harm (its name is drawn, it does not name itself)"""
     returns: bool = False
     """it breaks the host again until its cause is removed"""
+    breaks: tuple[str, ...] = ()
+    """check types it fails though it does not own them (a wrong address for db fails
+    ``db_reachable`` from app): a partial repair leaving it cannot expect those to pass"""
     excludes: tuple[tuple[str, str], ...] = ()
     """(recipe key, why): variants it cannot share a host with though no claim says so,
     each found by live validation (the world's id in ``why``)"""

@@ -251,8 +251,15 @@ RECIPES: tuple[Recipe, ...] = (
         "firewall:INPUT",
         lambda rng: {},
         (
-            Need("the app host reaches MariaDB on db", "db_reachable", on="app"),
-            Need("the db firewall lets the app in and keeps its hardening", "firewall_kept", on="app"),
+            Need(
+                "the app host reaches MariaDB on db", "db_reachable", on="app", needs_on=(("db", "mariadb"),)
+            ),
+            Need(
+                "the db firewall lets the app in and keeps its hardening",
+                "firewall_kept",
+                on="app",
+                needs_on=(("db", "mariadb"),),
+            ),
         ),
         ("/status",),
         caps=("NET_ADMIN",),

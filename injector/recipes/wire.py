@@ -20,7 +20,11 @@ RECIPES: tuple[Recipe, ...] = (
         "config_error",
         "service:mariadb",
         lambda rng: {},
-        (Need("the app host reaches MariaDB on db", "db_reachable", on="app"),),
+        (
+            Need(
+                "the app host reaches MariaDB on db", "db_reachable", on="app", needs_on=(("db", "mariadb"),)
+            ),
+        ),
         ("/status",),
         weight=2,
     ),
@@ -34,6 +38,7 @@ RECIPES: tuple[Recipe, ...] = (
         (),
         ("/status",),
         weight=2,
+        breaks=("db_reachable",),
     ),
     Recipe(
         "link_throttled",
