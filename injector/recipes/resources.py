@@ -129,7 +129,9 @@ RECIPES: tuple[Recipe, ...] = (
     ),
     Recipe(
         "fd_limit",
-        ("all", "app"),
+        # only where php-fpm shares the host with the shop: on a split app host its confirmation
+        # found php-fpm down after the restart (gen:5:16, 5:18 of the second 200-world run)
+        ("all",),
         "the order status page fails now and then under ordinary traffic",
         "resource_exhaustion",
         "service:php8.2-fpm",
