@@ -5,13 +5,12 @@ file it changed). Declared by the fault types' recipes (``fixos.injector.recipes
 
 from __future__ import annotations
 
-import random
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from ..core.models import InjectedFault
-from ..injector.recipes import RECIPES
+from ..injector.recipes import RECIPES, recipe_for
 
 FALLBACK: dict[str, tuple[str, str]] = {
     "dependency_broken": ("dependency", "link:{link}"),
@@ -61,11 +60,10 @@ def _recipe_truth(fault: InjectedFault) -> tuple[str, str]:
     """The recipe drawn with these parameters; else the type's first recipe, its component
     taken from the fault's own service or path (``service_stopped`` of ssh, ``disk_fill`` of
     /tmp: variants the generator does not draw, which a scenario file may use)."""
+    recipe = recipe_for(fault.type, fault.params)
+    if recipe is not None:
+        return recipe.cause, recipe.component
     same_type = [r for r in RECIPES if r.type == fault.type]
-    for recipe in same_type:
-        words = {k: v for k, v in recipe.params(random.Random(0)).items() if isinstance(v, str)}
-        if all(fault.params.get(k) == v for k, v in words.items()):
-            return recipe.cause, recipe.component
     if fault.type in FALLBACK:
         cause, component = FALLBACK[fault.type]
         return cause, component.format_map(_Blank(fault.params))

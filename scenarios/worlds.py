@@ -7,7 +7,7 @@ from functools import cache
 from ..core.errors import ScenarioError
 from ..core.models import InjectedFault
 from ..injector import FAULTS
-from ..injector.recipes import RECIPES
+from ..injector.recipes import recipe_for
 from ..verifier import CHECKS
 from .composed import world_data
 from .generator import ID, GeneratorError, combination, draw, parse_id, split_of
@@ -31,14 +31,9 @@ def generated(scenario_id: str) -> Scenario:
 
 
 def _key(fault_type: str, params: dict[str, object]) -> str:
-    """A hand-written fault's recipe key: the recipe of its type whose drawn words it has."""
-    import random
-
-    for recipe in RECIPES:
-        words = {k: v for k, v in recipe.params(random.Random(0)).items() if isinstance(v, str)}
-        if recipe.type == fault_type and all(params.get(k) == v for k, v in words.items()):
-            return recipe.key
-    return fault_type
+    """A hand-written fault's recipe key (its type where no recipe draws its variant)."""
+    recipe = recipe_for(fault_type, params)
+    return recipe.key if recipe else fault_type
 
 
 @cache

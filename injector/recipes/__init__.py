@@ -19,10 +19,27 @@ part of the draw: a row inserted before others changes worlds (bump the generato
 
 from __future__ import annotations
 
+import random
+from collections.abc import Mapping
+
 from . import resources, services, wire
 from .base import CAUSES, Need, Recipe
 
 RECIPES: tuple[Recipe, ...] = (*services.RECIPES, *resources.RECIPES, *wire.RECIPES)
 """every variant a generator may draw, in a fixed order (the draw depends on it)."""
 
-__all__ = ["CAUSES", "RECIPES", "Need", "Recipe"]
+
+def recipe_for(fault_type: str, params: Mapping[str, object]) -> Recipe | None:
+    """The recipe a fault with these parameters was drawn from: the first of its type whose
+    drawn words (its string parameters, which no seed changes) the fault has. A hand-written
+    fault of a variant no recipe draws has none. One rule for splits and ground truth."""
+    for recipe in RECIPES:
+        if recipe.type != fault_type:
+            continue
+        words = {k: v for k, v in recipe.params(random.Random(0)).items() if isinstance(v, str)}
+        if all(params.get(k) == v for k, v in words.items()):
+            return recipe
+    return None
+
+
+__all__ = ["CAUSES", "RECIPES", "Need", "Recipe", "recipe_for"]
