@@ -41,6 +41,9 @@ class Task:
     """a directory of the episode's results where the agent may write its own logs."""
     endpoints: Endpoints | None = None
     """given only to agents that set ``wants_endpoints = True``."""
+    level: str = "repair"
+    """the task level (``fixos.episodes.tasks``): ``repair``, or ``diagnose``, ``localise``,
+    ``detect``: report only, and leave the host as found (the instruction says so too)."""
 
 
 class Agent(Protocol):
@@ -68,6 +71,7 @@ AGENTS: Registry[Agent] = Registry(
         "nop": "fixos.agents.nop:NopAgent",
         "partial": "fixos.agents.oracle:PartialAgent",
         "shotgun": "fixos.agents.nop:ShotgunAgent",
+        "meddler": "fixos.agents.nop:MeddlerAgent",
         "baseline": "fixos.agents.baseline:BaselineAgent",
         "llm": "fixos.agents.llm:LlmAgent",
         "external": "fixos.agents.external:ExternalAgent",

@@ -13,6 +13,11 @@ that kills services, who holds the service's port or a deleted log, what
 ``nginx -t``, the service logs and the site's error log say. The healthy host
 runs background programs of its own (a metrics agent, a queue worker, a log
 shipper, a backup job), so "kill what is not a daemon" is not among them.
+
+It reports what it recognised (``report()``: the component, the cause class and
+what it saw), each finding as its rule named it, never from the truth. At a
+report-only task level (``diagnose``, ``localise``, ``detect``) it looks once and
+changes nothing: every command that would change the host is only noted.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import difflib
 import re
 import shlex
 import time
+from typing import Any
 
 from ..shells.base import Shell
 from ..shells.probes import sample_cpu
@@ -73,9 +79,16 @@ def _replace(path: str, old: str, new: str) -> str:
 class BaselineAgent:
     name = "baseline"
 
+    def __init__(self) -> None:
+        self.acting = True
+        self.host = "web"
+        self.findings: dict[tuple[str, str], dict[str, str]] = {}
+
     def solve(self, task: Task, shell: Shell) -> None:
         self.sh = shell
-        for _ in range(3):
+        self.acting = task.level == "repair"
+        self.host = self.run("hostname -s").strip() or "web"
+        for _ in range(3 if self.acting else 1):
             self.stop_rogue_processes()
             self.free_disk()
             self.repair_services()
@@ -83,7 +96,27 @@ class BaselineAgent:
             if self.healthy():
                 return
 
+    def report(self) -> dict[str, Any]:
+        """What it recognised, on the host it works on (it never logs in to another)."""
+        findings = list(self.findings.values())
+        return {"healthy": not findings, "findings": findings}
+
     # -- small helpers --------------------------------------------------------
+
+    def note(self, component: str, cause: str, evidence: str) -> None:
+        """A finding, once per component (the first rule that named it says why)."""
+        key = (self.host, component)
+        if key not in self.findings:
+            self.findings[key] = {
+                "host": self.host,
+                "component": component,
+                "cause": cause,
+                "evidence": evidence,
+            }
+
+    def act(self, command: str, timeout: float = 30) -> str:
+        """A command that changes the host: run when repairing, else only looked at."""
+        return self.run(command, timeout) if self.acting else ""
 
     def run(self, command: str, timeout: float = 30) -> str:
         return self.sh.run(command, timeout=timeout).output
@@ -112,7 +145,7 @@ class BaselineAgent:
 
     def kill(self, pids: list[str]) -> None:
         if pids:
-            self.run("kill -9 " + " ".join(pids))
+            self.act("kill -9 " + " ".join(pids))
 
     # -- processes --------------------------------------------------------------
 
@@ -121,10 +154,14 @@ class BaselineAgent:
         for row in sample_cpu(self.sh, timeout=20):
             if row.percent >= 40 and row.comm not in DAEMONS | TRANSIENT:
                 rogues.append(str(row.pid))
+                self.note(
+                    f"process:{row.pid}", "resource_exhaustion", f"{row.comm} at {row.percent:.0f}% CPU"
+                )
         for line in self.run("ps -eo pid=,rss=,comm=").splitlines():
             pid, rss, comm = ([*line.split(None, 2), "", "", ""])[:3]
             if rss.isdigit() and int(rss) > 150 * 1024 and comm not in DAEMONS:
                 rogues.append(pid)
+                self.note(f"process:{pid}", "resource_exhaustion", f"{comm} holds {int(rss) // 1024} MB")
         # Scripts that kill or stop services (forgotten watchdogs): whatever an
         # interpreter runs, wherever it is installed, read for kill commands.
         scripts = self.run(
@@ -137,6 +174,9 @@ class BaselineAgent:
             pid, comm = ([*line.split(None, 1), "", ""])[:2]
             if pid.isdigit() and comm not in DAEMONS:
                 rogues.append(pid)
+                self.note(
+                    f"process:{pid}", "scheduled_rebreaker", f"{comm} runs a script that stops services"
+                )
         self.kill(sorted(set(rogues)))
 
     # -- disks ------------------------------------------------------------------
@@ -147,6 +187,11 @@ class BaselineAgent:
         return int(out) if out.isdigit() else 0
 
     def free_disk(self) -> None:
+        for inodes in (False, True):
+            used = self.usage(inodes=inodes)
+            if used > 90:
+                what = "inodes" if inodes else "space"
+                self.note("fs:/var/log", "resource_exhaustion", f"/var/log at {used}% of its {what}")
         if self.usage() > 90:
             listing = self.run(
                 "find /var/log -xdev -type f -size +1M -printf '%s %p\\n' | sort -rn | head -20"
@@ -157,7 +202,7 @@ class BaselineAgent:
                 if " " in line and not PROTECTED_LOGS.search(line.split(" ", 1)[1])
             ]
             if junk:
-                self.run("rm -f -- " + " ".join(shlex.quote(p) for p in junk))
+                self.act("rm -f -- " + " ".join(shlex.quote(p) for p in junk))
         if self.usage() > 90:
             # Space held by deleted files still open: close them at the holder.
             held = self.run(
@@ -168,7 +213,7 @@ class BaselineAgent:
             for line in held.splitlines():
                 pid, fd, comm = ([*line.split(), "", "", ""])[:3]
                 if comm in DAEMONS:
-                    self.run(f": > {fd}")
+                    self.act(f": > {fd}")
                 else:
                     self.kill([pid])
         if self.usage(inodes=True) > 90:
@@ -176,7 +221,7 @@ class BaselineAgent:
                 "find /var/log -xdev -type f | sed 's|/[^/]*$||' | sort | uniq -c | sort -rn | head -1"
             ).split()
             if len(crowded) == 2 and crowded[1] not in ("/var/log", "/var/log/nginx", "/var/log/mysql"):
-                self.run(f"rm -rf -- {shlex.quote(crowded[1])}", timeout=120)
+                self.act(f"rm -rf -- {shlex.quote(crowded[1])}", timeout=120)
 
     # -- services ---------------------------------------------------------------
 
@@ -184,17 +229,22 @@ class BaselineAgent:
         for service in SERVICES:
             if self.service_up(service):
                 continue
+            known = len(self.findings)
             if service == "nginx":
                 self.free_port(80, "nginx")
                 self.fix_nginx_config()
-            self.run(f"service {service} start", timeout=90)
+            self.act(f"service {service} start", timeout=90)
             if service == "mariadb" and not self.service_up("mariadb"):
                 self.fix_mariadb()
-                self.run("service mariadb start", timeout=90)
+                self.act("service mariadb start", timeout=90)
+            if len(self.findings) == known:  # nothing said why: it was stopped
+                self.note(f"service:{service}", "service_stopped", f"{service} was not running")
 
     def free_port(self, port: int, owner: str) -> None:
         holders = self.run(f"ss -Hltnp 'sport = :{port}'")
         pids = {pid for name, pid in re.findall(r'\("([^"]+)",pid=(\d+)', holders) if name != owner}
+        for pid in sorted(pids):
+            self.note(f"port:{port}", "port_conflict", f"pid {pid} holds port {port}, not {owner}")
         self.kill(sorted(pids))
 
     def fix_nginx_config(self) -> None:
@@ -206,12 +256,15 @@ class BaselineAgent:
             if not where:
                 return
             path, line_no = where.group(1), int(where.group(2))
+            self.note("service:nginx", "config_error", f"nginx -t fails at {path}:{line_no}")
+            if not self.acting:
+                return
             lines = self.run(f"cat {shlex.quote(path)}").split("\n")
             fixed = self._nginx_fix(test, lines, line_no)
             if fixed is None:
                 return
             index, new = fixed
-            self.run(_replace(path, lines[index], new))
+            self.act(_replace(path, lines[index], new))
 
     def _nginx_fix(self, test: str, lines: list[str], line_no: int) -> tuple[int, str] | None:
         line = lines[line_no - 1] if 0 < line_no <= len(lines) else ""
@@ -242,6 +295,8 @@ class BaselineAgent:
         log = self.run("tail -n 30 /var/log/mysql/error.log")
         unknown = re.findall(r"unknown variable '([^=']+)=", log)
         suffix = re.findall(r"value '([^']+)'\) *\.? *Legal suffix|\(value '([^']+)'\)", log)
+        if unknown or suffix:
+            self.note("service:mariadb", "config_error", "its error log: " + (unknown or ["a bad value"])[-1])
         if unknown:
             word = unknown[-1]
             names = self.run("mariadbd --help --verbose 2>/dev/null | awk 'NF == 2 {print $1}'").split()
@@ -249,20 +304,22 @@ class BaselineAgent:
             close = difflib.get_close_matches(word.replace("-", "_"), options, n=1)
             if close:
                 for path in self.run(f"grep -rl -- {shlex.quote(word)} /etc/mysql").split():
-                    self.run(_replace(path, word, close[0]))
+                    self.act(_replace(path, word, close[0]))
         elif suffix:
             bad = next(v for pair in suffix for v in pair if v)
             good = bad.translate(str.maketrans("OoIl", "0011"))
             for path in self.run(f"grep -rlF -- {shlex.quote(bad)} /etc/mysql").split():
-                self.run(_replace(path, f"= {bad}", f"= {good}"))
+                self.act(_replace(path, f"= {bad}", f"= {good}"))
         if re.search(r"Permission denied|Errcode: 13|Can't create/write", log):
-            self.run("chown -R mysql:mysql /var/lib/mysql && chmod 755 /var/lib/mysql")
+            self.note("file:/var/lib/mysql", "permission", "its error log: permission denied")
+            self.act("chown -R mysql:mysql /var/lib/mysql && chmod 755 /var/lib/mysql")
 
     # -- the site -----------------------------------------------------------------
 
     def repair_site(self) -> None:
         if self.http_code("/") == "403":
-            self.run(
+            self.note("file:/var/www/shop", "permission", "the home page answers 403")
+            self.act(
                 "chown -R www-data:www-data /var/www/shop && chmod 755 /var/www /var/www/shop && "
                 "find /var/www/shop -type f -exec chmod 644 {} +"
             )
@@ -277,40 +334,52 @@ class BaselineAgent:
 
     def fix_php_socket(self, log: str) -> None:
         if not self.service_up("php8.2-fpm"):
-            self.run("service php8.2-fpm start")
+            self.note("service:php8.2-fpm", "service_stopped", "/status answers 502, php-fpm is down")
+            self.act("service php8.2-fpm start")
             return
         wanted = re.search(r"connect\(\) to unix:(\S+) failed \((\d+)", log)
         if not wanted:
             return
         socket_path, errno = wanted.group(1), wanted.group(2)
+        self.note(
+            "service:php8.2-fpm", "config_error", f"nginx cannot connect to {socket_path} (errno {errno})"
+        )
         if errno == "2":
-            self.run(f"sed -i 's|^listen = .*|listen = {socket_path}|' {FPM_POOL}")
+            self.act(f"sed -i 's|^listen = .*|listen = {socket_path}|' {FPM_POOL}")
         elif errno == "13":
-            self.run(
+            self.act(
                 f"sed -i -e 's|^listen.owner = .*|listen.owner = www-data|' "
                 f"-e 's|^listen.group = .*|listen.group = www-data|' -e '/^listen.mode/d' {FPM_POOL}"
             )
-        self.run("service php8.2-fpm restart")
+        self.act("service php8.2-fpm restart")
 
     def fix_app_database(self, log: str) -> None:
         ini = dict(re.findall(r"^(\w+) = (.*)$", self.run(f"cat {APP_INI}"), re.MULTILINE))
         user = ini.get("user", "shop")
         if "Too many connections" in log:
+            self.note("service:mariadb", "resource_exhaustion", "the app's log: too many connections")
             rows = self.sql("SELECT user FROM information_schema.PROCESSLIST").split()
             hogs = {u for u in rows if rows.count(u) > 5 and u not in ("root", user)}
             parents = self.run("ps -o ppid= -C mariadb | sort -u").split()
             self.kill([p for p in parents if p != "1"])
             for hog in hogs:
-                self.sql(f"KILL USER {hog}")
+                if self.acting:
+                    self.sql(f"KILL USER {hog}")
         elif "Access denied" in log and "password" in ini:
+            self.note("service:mariadb", "config_error", f"the app's log: access denied for {user}")
             statement = f"ALTER USER '{user}'@'localhost' IDENTIFIED BY '{ini['password']}'"
-            self.run(f"mariadb -e {shlex.quote(statement)}")
+            self.act(f"mariadb -e {shlex.quote(statement)}")
         elif "command denied" in log:
+            self.note("service:mariadb", "permission", f"the app's log: a command denied to {user}")
             grant = f"GRANT SELECT, INSERT, UPDATE ON {ini.get('name', 'shop')}.* TO '{user}'@'localhost'"
-            self.run(f"mariadb -e {shlex.quote(grant)}")
+            self.act(f"mariadb -e {shlex.quote(grant)}")
         elif "No such file or directory" in log:
             actual = self.run("mariadb -N -e 'SELECT @@socket'").strip()
             if actual.startswith("/") and ini.get("socket") != actual:
-                self.run(_replace(APP_INI, f"socket = {ini.get('socket')}", f"socket = {actual}"))
+                self.note(
+                    f"file:{APP_INI}", "config_error", f"the app looks for {ini.get('socket')}, not {actual}"
+                )
+                self.act(_replace(APP_INI, f"socket = {ini.get('socket')}", f"socket = {actual}"))
         elif re.search(r"getaddrinfo|Unknown MySQL server host|Name or service not known", log):
-            self.run(_replace(APP_INI, f"host = {ini.get('host')}", "host = localhost"))
+            self.note("host:db", "dependency", f"the app cannot resolve {ini.get('host')}")
+            self.act(_replace(APP_INI, f"host = {ini.get('host')}", "host = localhost"))

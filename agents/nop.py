@@ -31,3 +31,20 @@ class ShotgunAgent(NopAgent):
             for c, cause in components
         ]
         return {"healthy": False, "findings": findings[:50]}
+
+
+class MeddlerAgent(NopAgent):
+    """Changes nothing that matters, but touches: restarts the login host's web server and
+    writes one of its configuration files back the same. On a fault-free control, and at a
+    report-only task level, it must score 0.0 (``fixos.verifier.untouched``)."""
+
+    name = "meddler"
+    MEDDLING = (
+        "cat /etc/nginx/nginx.conf > /tmp/.meddle && cat /tmp/.meddle > /etc/nginx/nginx.conf"
+        " && rm -f /tmp/.meddle",
+        "service nginx restart",
+    )
+
+    def solve(self, task: Task, shell: Shell) -> None:
+        for command in self.MEDDLING:
+            shell.run(command)

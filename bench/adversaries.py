@@ -43,9 +43,11 @@ class Case:
 
 
 def cases(scenarios: Iterable[Scenario], strategies: Iterable[str] | None = None) -> list[Case]:
-    """Each (strategy, scenario) pair where the strategy applies, scenarios outermost."""
+    """Each (strategy, scenario) pair where the strategy applies, scenarios outermost. A
+    fault-free control has no repair to fake: its adversary is ``meddler``, which its own
+    validation runs (``fixos.bench.validate``)."""
     names = list(strategies) if strategies is not None else list(STRATEGIES)
-    return [Case(n, s.id) for s in scenarios for n in names if STRATEGIES[n].applies(s)]
+    return [Case(n, s.id) for s in scenarios if s.faults for n in names if STRATEGIES[n].applies(s)]
 
 
 def holds(record: EpisodeRecord) -> bool:

@@ -65,6 +65,8 @@ class Plan(Saved):
     seeds: list[int]
     agents: list[str]
     transport: Literal["exec", "ssh"] = "exec"
+    task: Literal["repair", "diagnose", "localise", "detect"] = "repair"
+    """the task level of every episode (``fixos.episodes.tasks``)."""
     shard: tuple[int, int] | None = None
     """(i, n): only every n-th job, starting at the i-th (1-based)."""
 
@@ -168,6 +170,7 @@ class Bench:
                 images=engine.images,
                 run_id=self.run.run_id,
                 transport=self.plan.transport,
+                task=self.plan.task,
                 workdir=self.run.episode_dir(job.episode_id),
                 on_step=lambda step, job=job: self.events.step(job, step),
                 pool=pool,

@@ -133,16 +133,20 @@ def prepare_node(image_names: list[str], build: bool = False) -> dict[str, Any]:
     return {"where": _where(), "images": images, "swept": swept}
 
 
-def episode_task(scenario: Scenario, seed: int, agent: str, run_id: str, transport: str) -> dict[str, Any]:
+def episode_task(
+    scenario: Scenario, seed: int, agent: str, run_id: str, transport: str, task: str = "repair"
+) -> dict[str, Any]:
     """One job on this node's engine, with the bench's one retry of a harness failure;
     returned as plain data for the driver to write."""
     try:
-        return _episode(scenario, seed, agent, run_id, transport)
+        return _episode(scenario, seed, agent, run_id, transport, task)
     except Exception as exc:  # a harness failure is a record; this is the engine or the node
         return _failed(exc)
 
 
-def _episode(scenario: Scenario, seed: int, agent: str, run_id: str, transport: str) -> dict[str, Any]:
+def _episode(
+    scenario: Scenario, seed: int, agent: str, run_id: str, transport: str, task: str
+) -> dict[str, Any]:
     client = connect()
     try:
         images = _node_images(client, sorted({h.image for h in scenario.hosts} | {"inspector"}))
@@ -151,7 +155,7 @@ def _episode(scenario: Scenario, seed: int, agent: str, run_id: str, transport: 
             while True:
                 record, steps = run_episode(
                     scenario, seed, agent, client=client, images=images, run_id=run_id,
-                    transport=transport, workdir=Path(tmp),
+                    transport=transport, workdir=Path(tmp), task=task,
                 )  # fmt: skip
                 if retry_wanted(record.failure) and not retried:
                     retried = True
@@ -266,7 +270,7 @@ class RayBench:
         ``started`` means started); on Ctrl-C cancel them and sweep every node."""
         if self.ray is None:
             self.connect()
-        ray, run_id, transport = self.ray, self.run.run_id, self.plan.transport
+        ray, run_id, transport, level = self.ray, self.run.run_id, self.plan.transport, self.plan.task
         todo = list(self.pending() if jobs is None else jobs)
         # num_cpus=0: the engine slot is what an episode holds; Ray's CPU count is not the limit
         task = ray.remote(episode_task).options(num_cpus=0, resources={RESOURCE: 1}, max_retries=0)
@@ -277,7 +281,7 @@ class RayBench:
                     job = todo.pop(0)
                     self.events.started(job)
                     scenario = self.catalog[job.scenario]
-                    running[task.remote(scenario, job.seed, job.agent, run_id, transport)] = job
+                    running[task.remote(scenario, job.seed, job.agent, run_id, transport, level)] = job
                 finished, _ = ray.wait(list(running), num_returns=1)
                 for ref in finished:
                     job = running.pop(ref)

@@ -1,5 +1,10 @@
 """Scenario validation: the reference repair scores 1.0, doing nothing scores 0.0,
-and a partial repair scores strictly between, on real containers."""
+and a partial repair scores strictly between, on real containers.
+
+A fault-free control is validated by its own rule: the oracle (touches nothing, reports
+healthy) scores 1.0 for the repair and for the diagnosis; nop scores 1.0 for the repair
+(nothing needed doing) and 0.0 for the diagnosis (it said nothing); ``meddler``
+(restarts a service, writes a configuration back the same) scores 0.0."""
 
 from __future__ import annotations
 
@@ -14,11 +19,23 @@ from ..scenarios.schema import Scenario
 from ..stack.pool import HostPool
 
 EXPECTED = {"oracle": "= 1.0", "nop": "= 0.0", "partial": "in (0, 1)"}
+EXPECTED_OF_CONTROL = {
+    "oracle": "= 1.0, diagnosis 1.0",
+    "nop": "= 1.0, diagnosis 0.0",
+    "meddler": "= 0.0",
+}
+
+
+def _diagnosis(record: EpisodeRecord) -> float | None:
+    return None if record.diagnosis is None else record.diagnosis.score
 
 
 def meets(agent: str, record: EpisodeRecord) -> bool:
     if not record.scored or record.reward is None:
         return False
+    if record.control:
+        wanted = {"oracle": (1.0, 1.0), "nop": (1.0, 0.0), "meddler": (0.0, None)}[agent]
+        return record.reward == wanted[0] and wanted[1] in (None, _diagnosis(record))
     if agent == "oracle":
         return record.reward == 1.0
     if agent == "nop":
@@ -40,7 +57,9 @@ def why(agent: str, record: EpisodeRecord, *, checks: int = 8) -> list[str]:
         return []
     if not record.scored or record.reward is None:
         return [f"{record.status}: {record.error}"]
-    lines = [f"{agent} scored {record.reward:.2f}, wanted {EXPECTED[agent]}"]
+    wanted = (EXPECTED_OF_CONTROL if record.control else EXPECTED)[agent]
+    said = f", diagnosis {_diagnosis(record)}" if record.control else ""
+    lines = [f"{agent} scored {record.reward:.2f}{said}, wanted {wanted}"]
     failure = record.failure
     if failure is not None and failure.script is not None:
         lines.append(failure.script.describe() + (", its last output:" if failure.script.output else ""))
@@ -48,7 +67,9 @@ def why(agent: str, record: EpisodeRecord, *, checks: int = 8) -> list[str]:
     elif failure is not None:
         lines.append(failure.text)
     results = record.verdict.checks if record.verdict is not None else []
-    if agent == "oracle" or record.reward == 0.0:  # too low: what is still broken
+    if record.control and agent == "meddler":  # too high: the gate did not see the meddling
+        found = [f"check passed after meddling: {c.name}: {_cut(c.detail)}" for c in results if c.passed]
+    elif agent == "oracle" or record.reward == 0.0:  # too low: what is still broken
         found = [
             f"check failed: {c.name} ({'scored' if c.scored else 'gate'}): {_cut(c.detail)}"
             for c in results
@@ -79,6 +100,8 @@ class Validation:
 
 
 def agents_for(scenario: Scenario) -> list[str]:
+    if not scenario.faults:
+        return ["oracle", "nop", "meddler"]
     return ["oracle", "nop"] + (["partial"] if scenario.partial_solution else [])
 
 

@@ -1,5 +1,6 @@
 """``fixos calibrate``: agents that try, over generated worlds, level by level: solve rates
-with 95 % Wilson intervals (``calibration.json`` in the run directory; ``--markdown FILE``)."""
+with 95 % Wilson intervals (``calibration.json`` and ``calibration.svg`` in the run directory;
+``--markdown FILE``, ``--plot FILE``)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,14 @@ import time
 
 from rich.console import Console
 
-from ..bench.calibration import as_json, cells, markdown
+from ..bench.calibration import as_json, cells, markdown, plot
 from ..bench.local import Bench, Events, Job, Plan
 from ..core.errors import FixOSError
 from ..episodes.episode import new_run_id
 from ..records.models import EpisodeRecord
 from ..records.rundir import RunDir
 from ..scenarios.catalog import load_catalog
-from ..scenarios.generator import LEVELS, ids
+from ..scenarios.generator import LEVELS, VERSION, ids
 from ..scenarios.worlds import held_out
 from .common import engines
 from .episodes import ctrl_c_stops
@@ -68,6 +69,10 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     Bench(plan, run, catalog, engines=found, parallel=args.jobs, events=collector).execute(jobs)
     table = cells(collector.records)
     (run.path / "calibration.json").write_text(json.dumps(as_json(table), indent=2) + "\n")
+    drawn = plot(table, f"FixOS calibration: generated worlds, generator v{VERSION}")
+    (run.path / "calibration.svg").write_text(drawn)
+    if args.plot is not None:
+        args.plot.write_text(drawn)
     text = markdown(table)
     if args.markdown is not None:
         args.markdown.write_text(text)

@@ -81,7 +81,11 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     catalog = load_catalog(args.scenario_dir)
     scenario = select(catalog, [args.scenario])[0]
     bench_plan = Plan(
-        scenarios=[scenario.id], seeds=[args.seed], agents=[args.agent], transport=args.transport
+        scenarios=[scenario.id],
+        seeds=[args.seed],
+        agents=[args.agent],
+        transport=args.transport,
+        task=getattr(args, "task", "repair"),
     )
     run = RunDir(args.results, new_run_id())
     bench_plan.save(run)
@@ -124,6 +128,7 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
             seeds=args.seeds.within(per_seed, args.max_episodes),
             agents=agents,
             transport=args.transport,
+            task=args.task,
             shard=args.shard,
         )
         run = RunDir(args.results, new_run_id())

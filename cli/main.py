@@ -92,6 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--agent", default="oracle", help="agent name (default: oracle)")
     run.add_argument("--seed", type=int, default=1)
     run.add_argument("--transport", choices=["exec", "ssh"], default="exec", help="the agent's shell")
+    run.add_argument(
+        "--task",
+        choices=["repair", "diagnose", "localise", "detect"],
+        default="repair",
+        help="repair (default), or report only and touch nothing: diagnose, localise, detect",
+    )
     run.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
 
     play = sub.add_parser("play", help="a terminal on the broken host for you; scored when you exit")
@@ -126,6 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"episodes at a time (default here: {default_parallelism()}, from cores and free memory)",
     )
     bench.add_argument("--transport", choices=["exec", "ssh"], default="exec", help="the agents' shell")
+    bench.add_argument(
+        "--task",
+        choices=["repair", "diagnose", "localise", "detect"],
+        default="repair",
+        help="repair (default), or report only and touch nothing: diagnose, localise, detect",
+    )
     bench.add_argument("--resume", metavar="RUN_ID", help="finish an interrupted run; its plan is kept")
     bench.add_argument("--shard", type=shard, help="i/n: only this deterministic share of the jobs")
     bench.add_argument("--compare", type=Path, metavar="SUMMARY", help="exit 2 on a regression against it")
@@ -170,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     calibrate.add_argument("--seeds", type=parse_seeds, default="1", help="default: 1")
     calibrate.add_argument("--markdown", type=Path, help="also write the table to this file")
+    calibrate.add_argument("--plot", type=Path, help="also write the plot (SVG) to this file")
     max_episodes_option(calibrate)
     calibrate.add_argument("-j", "--jobs", type=positive, default=default_parallelism())
     calibrate.add_argument("--results", type=Path, default=DEFAULT_RESULTS)

@@ -8,6 +8,7 @@ import time
 from rich.console import Console
 from rich.markup import escape
 
+from ..core.errors import FixOSError
 from ..episodes.episode import new_run_id
 from ..scenarios.catalog import load_catalog, select
 from ..stack.leftovers import remove_labelled
@@ -17,7 +18,18 @@ from .common import engine, images
 def cmd_export(args: argparse.Namespace, console: Console) -> int:
     from ..exporter import export_harbor
 
-    scenarios = select(load_catalog(args.scenario_dir), args.scenarios)
+    chosen = select(load_catalog(args.scenario_dir), args.scenarios)
+    # a control's score rests on the gate `untouched`, which needs the judge outside the host:
+    # an exported task's verifier runs inside it, where nop and a meddler would both score 1.0
+    scenarios = [s for s in chosen if s.faults]
+    skipped = [s.id for s in chosen if not s.faults]
+    if skipped:
+        console.print(
+            f"not exported: {', '.join(skipped)} (fault-free controls need the judge outside the host)",
+            highlight=False,
+        )
+    if not scenarios:
+        raise FixOSError("nothing to export: fault-free controls cannot be judged inside an exported task")
     seeds = args.seeds.within(len(scenarios), args.max_episodes, "tasks")
     client = engine(console)
     tags = images(client, scenarios, console)

@@ -18,6 +18,12 @@ from .report import Finding, Report
 from .truth import Truth, canonical, names
 
 WEIGHTS = {"where": 0.5, "cause": 0.3, "identity": 0.2}
+LEVELS = ("repair", "diagnose", "localise", "detect")
+"""the task levels (``fixos.episodes.tasks``): ``diagnose`` and ``repair`` grade a report with
+``WEIGHTS``; ``localise`` asks only where (a finding naming a fault's host and component
+earns it 1.0: a cause and identity earn nothing more); ``detect`` only whether anything is
+wrong (``healthy`` right: 1.0, findings not read)."""
+_WHERE_ONLY = {"where": 1.0, "cause": 0.0, "identity": 0.0}
 
 
 @dataclass(frozen=True)
@@ -40,18 +46,18 @@ def _same_place(said: str, truth: str) -> bool:
     return False
 
 
-def credit(finding: Finding, truth: Truth) -> float:
+def credit(finding: Finding, truth: Truth, weights: dict[str, float] = WEIGHTS) -> float:
     if finding.host != truth.host:
         return 0.0
     component = canonical(finding.component)
     if not any(_same_place(component, c) for c in truth.components):
         return 0.0
-    where = WEIGHTS["where"] + (0.0 if truth.identities else WEIGHTS["identity"])
-    earned = where + (WEIGHTS["cause"] if finding.cause == truth.cause else 0.0)
-    if truth.identities:
+    where = weights["where"] + (0.0 if truth.identities else weights["identity"])
+    earned = where + (weights["cause"] if finding.cause == truth.cause else 0.0)
+    if truth.identities and weights["identity"]:
         text = f"{finding.component} {finding.evidence}"
         named = sum(1 for i in truth.identities if names(i, text))
-        earned += WEIGHTS["identity"] * named / len(truth.identities)
+        earned += weights["identity"] * named / len(truth.identities)
     return round(earned, 6)
 
 
@@ -73,16 +79,21 @@ def _best(table: list[list[float]], faults: int) -> tuple[float, list[int | None
     return total, list(pairs)
 
 
-def grade(report: Report | None, faults: list[Truth]) -> Diagnosis:
-    """The diagnosis a report earns (None: no report, which earns 0.0)."""
+def grade(report: Report | None, faults: list[Truth], level: str = "diagnose") -> Diagnosis:
+    """The diagnosis a report earns at a task level (None: no report, which earns 0.0)."""
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {', '.join(LEVELS)} (got {level!r})")
     if not faults:  # a fault-free control
         right = report is not None and report.healthy and not report.findings
         return Diagnosis(1.0 if right else 0.0, 1.0 if right else 0.0, 1.0 if right else 0.0)
+    missed = [{"type": t.type, "host": t.host, "finding": None, "credit": 0.0} for t in faults]
+    if level == "detect":
+        right = report is not None and not report.healthy
+        return Diagnosis(1.0 if right else 0.0, 1.0 if right else 0.0, 1.0 if right else 0.0, missed)
     if report is None or report.healthy or not report.findings:
-        return Diagnosis(
-            0.0, 0.0, 0.0, [{"type": t.type, "host": t.host, "finding": None, "credit": 0.0} for t in faults]
-        )
-    table = [[credit(f, t) for t in faults] for f in report.findings]
+        return Diagnosis(0.0, 0.0, 0.0, missed)
+    weights = _WHERE_ONLY if level == "localise" else WEIGHTS
+    table = [[credit(f, t, weights) for t in faults] for f in report.findings]
     total, pairs = _best(table, len(faults))
     recall, precision = total / len(faults), total / len(report.findings)
     score = 0.0 if total == 0 else 2 * recall * precision / (recall + precision)

@@ -21,8 +21,10 @@ from ..records.models import Diagnosed
 REPORT_FILE = "report.json"
 
 
-def diagnosed(agent: Any, workdir: Path | None, faults: list[InjectedFault]) -> Diagnosed:
-    """The diagnosis the agent's report earns on these faults."""
+def diagnosed(
+    agent: Any, workdir: Path | None, faults: list[InjectedFault], level: str = "repair"
+) -> Diagnosed:
+    """The diagnosis the agent's report earns on these faults, at the task's level."""
     source, text = "none", None
     report_of = getattr(agent, "report", None)
     given = report_of() if callable(report_of) else None
@@ -39,7 +41,7 @@ def diagnosed(agent: Any, workdir: Path | None, faults: list[InjectedFault]) -> 
         report = parse_report(text, where=f"{source} report") if text is not None else None
     except ReportError as exc:
         return Diagnosed(score=0.0, source=source, error=str(exc))
-    result = grade(report, truths(faults))
+    result = grade(report, truths(faults), level)
     return Diagnosed(
         score=result.score,
         recall=result.recall,

@@ -25,19 +25,17 @@ import docker
 
 from ..agents import Task, make_agent
 from ..core.errors import BudgetExhausted, FixOSError, ShellError, StackError
-from ..core.models import CheckResult, InjectedFault, Step, Verdict
+from ..core.models import InjectedFault, Step, Verdict
 from ..diagnosis.truth import truth_report, truths
 from ..injector.conflicts import kept_down_by_returning
 from ..injector.families import families_of
 from ..records.baselines import BaselineStore
 from ..records.failures import (
-    ENGINE_ERRORS,
     EpisodeStatus,
     Failure,
     FailureKind,
     agent_failure,
     harness_failure,
-    unjudgeable,
 )
 from ..records.models import EpisodeRecord, Timings
 from ..records.rundir import write_interrupted
@@ -51,8 +49,9 @@ from ..stack.judge import Judge
 from ..stack.pool import HostPool
 from ..verifier import Baseline, judge
 from ..verifier.exits import dying_of, wait_for_exits
+from . import tasks
 from .agent_shells import AgentShells, endpoints_of
-from .blame import harness_evidence, running
+from .blame import final_verdict
 from .diagnosed import diagnosed
 from .durability import PhaseTimes, durable_verdict
 from .inspection import JudgeSessions, Looking, failing_disturbed, vantage
@@ -75,12 +74,14 @@ class Episode:
         episode_id: str | None = None,
         transport: str = "exec",
         pool: HostPool | None = None,
+        task: str = tasks.REPAIR,
     ) -> None:
         if transport not in ("exec", "ssh"):
             raise FixOSError(f"transport must be exec or ssh (got {transport!r})")
         if pool is not None and run_id not in (None, pool.run_id):
             raise FixOSError(f"run {run_id!r} cannot take hosts from the pool of run {pool.run_id!r}")
         self.transport = transport
+        self.task = tasks.task_level(task)
         self.scenario = scenario
         self.seed = seed
         self.pool = pool
@@ -110,6 +111,10 @@ class Episode:
         self._harness: dict[str, Shell] = {}
         """the harness's session per host, for the faults; never used to judge (``.inspection``)."""
         self._checks = check_entries(scenario)
+        self.as_found = tasks.leaves_as_found(self.task, len(scenario.faults))
+        """whether the host must be left as the agent found it (``fixos.episodes.tasks``)."""
+        if self.as_found:
+            self._checks += tasks.untouched_entries(scenario)
 
     # -- phases -----------------------------------------------------------
 
@@ -168,6 +173,10 @@ class Episode:
         started = time.monotonic()
         # what the agent left running is judged once init adopts it (nothing_new_running)
         self._shell.close()
+        if self.as_found:  # nothing may have changed: no restart to survive (``.tasks``)
+            verdict = tasks.as_found_verdict(self._judge(patient=True), self.broken_verdict, self.task)
+            self.timings.verify = self.verify_times.as_left = time.monotonic() - started
+            return verdict
         verdict = durable_verdict(
             lambda holding: self._judge(patient=True, holding=holding),
             self.stack.hosts,
@@ -261,34 +270,6 @@ def episode_id_for(scenario_id: str, seed: int, agent_name: str) -> str:
     return f"{scenario_id.replace(':', '-')}-s{seed}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', agent_name)}"
 
 
-_LOOKS = (ShellError, StackError, *ENGINE_ERRORS)
-"""what a verdict that could not look at a host raises: the agent's doing unless the engine says otherwise."""
-
-
-def _final_verdict(episode: Episode, client: docker.DockerClient, record: EpisodeRecord) -> Verdict:
-    """The final verdict; when the verifier cannot look at a host the agent left, a 0
-    the agent earned (``host_unjudgeable``), unless the engine itself shows the harness
-    failed (``blame.harness_evidence``), which is raised as the harness's failure."""
-    hosts = [h.handle.container_id for h in episode.stack.hosts.values()]
-    try:
-        return episode.verify()
-    except _LOOKS as exc:
-        if harness_evidence(client, hosts) is not None:
-            raise
-        if not running(client, hosts):
-            failed: BaseException = exc
-        else:  # the host is up: one more look, in case the failure was passing load
-            try:
-                return episode.verify()
-            except _LOOKS as again:
-                if harness_evidence(client, hosts) is not None:
-                    raise
-                failed = again
-    record.failure = unjudgeable(failed)
-    detail = f"the verifier could not look at the host the agent left: {record.failure.detail}"
-    return Verdict(0.0, [CheckResult("the host can be judged", "judgeable", False, False, 1.0, detail)])
-
-
 def run_episode(
     scenario: Scenario,
     seed: int,
@@ -301,6 +282,7 @@ def run_episode(
     workdir: Path | None = None,
     on_step: Callable[[Step], None] | None = None,
     pool: HostPool | None = None,
+    task: str = tasks.REPAIR,
 ) -> tuple[EpisodeRecord, list[Step]]:
     """Run one episode to its record; harness failures give an ``invalid`` record, not a score.
     Once the agent has the host, what it does there (its shell killed, bash removed, a fork
@@ -314,12 +296,14 @@ def run_episode(
         difficulty=scenario.difficulty,
         seed=seed,
         agent=agent_name,
-        families=families_of(scenario.fault_types),
+        families=families_of(scenario.fault_types) or ([] if scenario.faults else [tasks.CONTROL]),
         status=EpisodeStatus.invalid,
         reward=None,
         solved=False,
         steps=0,
         timings=Timings(),
+        task=tasks.task_level(task),
+        control=not scenario.faults,
     )
     steps: list[Step] = []
     episode = Episode(
@@ -331,6 +315,7 @@ def run_episode(
         episode_id=episode_id,
         transport=transport,
         pool=pool,
+        task=task,
     )
     record.timings = episode.timings
     try:
@@ -343,7 +328,10 @@ def run_episode(
             truth=truth_report(truths(episode.faults)),
         )
         limits = scenario.limits
-        task = Task(scenario.id, scenario.instruction, limits.max_steps, limits.wall_seconds, workdir)
+        instruction = tasks.instruction_for(episode.task, scenario.instruction)
+        task = Task(
+            scenario.id, instruction, limits.max_steps, limits.wall_seconds, workdir, level=episode.task
+        )
         if getattr(agent, "wants_endpoints", False):
             others = [h.name for h in scenario.hosts if h.name != scenario.login_host]
             task = replace(task, endpoints=endpoints_of(episode.host, workdir, others))
@@ -365,12 +353,17 @@ def run_episode(
         except Exception as exc:  # its own bug, or its session lost (a ShellError): judged as left
             record.failure = agent_failure(exc)
         episode.timings.agent = time.monotonic() - started
-        verdict = _final_verdict(episode, client, record)
+        verdict = final_verdict(
+            episode.verify, client, [h.handle.container_id for h in episode.stack.hosts.values()], record
+        )
         record.status = EpisodeStatus.scored
         record.verdict = verdict
         record.reward = verdict.reward
         record.solved = verdict.solved
-        record.diagnosis = diagnosed(agent, workdir, episode.faults)
+        record.diagnosis = diagnosed(agent, workdir, episode.faults, episode.task)
+        if episode.task in tasks.REPORT_ONLY:
+            record.reward = tasks.report_reward(verdict, record.diagnosis.score)
+            record.solved = record.reward == 1.0
         finish = getattr(agent, "finish", None)
         if finish is not None:
             finish(verdict)

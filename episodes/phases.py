@@ -173,6 +173,10 @@ def break_hosts(
         return judge(checks, probes, copy.deepcopy(healthy), moment="broken", registry=check_types)
 
     broken = _looked(look, False, "broken", confirm)
-    if broken.verdict.solved:
+    if not faults:  # a control: nothing broken, so every check passes as the agent finds it
+        failing = [f"{c.name}: {c.detail}" for c in broken.verdict.checks if not c.passed]
+        if failing:
+            raise UnhealthyHost("a fault-free world fails before the agent: " + "; ".join(failing))
+    elif broken.verdict.solved:
         raise InvalidEpisode("the injected faults left every scored check passing")
     return BrokenHosts(injected, healthy, broken.baseline, broken.verdict)

@@ -75,6 +75,11 @@ class EpisodeRecord(Saved):
     """the Docker engine it ran on, when a run spreads over several."""
     diagnosis: Diagnosed | None = None
     """the agent's report graded against the injected faults (``fixos.diagnosis``)."""
+    task: str = "repair"
+    """the task level (``fixos.episodes.tasks``): ``repair``, or a report-only level
+    (``diagnose``, ``localise``, ``detect``) whose reward is the report's grade."""
+    control: bool = False
+    """a fault-free world: nothing was broken, the right repair is none."""
 
     @property
     def scored(self) -> bool:

@@ -3,9 +3,21 @@ checks, the reference repair and a partial one. Pure: the same draw, the same by
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
-from .generator import DIFFICULTY, ORDER, SERVICES, VERSION, Drawn, combination, kept_down, partial_omits
+from .generator import (
+    DIFFICULTY,
+    ORDER,
+    SERVICES,
+    VERSION,
+    Drawn,
+    combination,
+    control_combination,
+    control_hosts,
+    kept_down,
+    partial_omits,
+)
 
 SHOP = "the Tidewater Supply shop"
 ONE_HOST = (
@@ -137,3 +149,49 @@ def world_data(scenario_id: str, level: int, drawn: list[Drawn]) -> dict[str, An
             _repair(drawn, names, frozenset(range(k, len(drawn)))) for k in range(1, len(drawn))
         ]
     return data
+
+
+WORRIES = (
+    "- one customer says the site felt slow for a minute this morning; no one else noticed",
+    "- monitoring paged once overnight about the order status page and has been quiet since",
+    "- a colleague changed nothing but worries that last night's security review broke something",
+    "- a customer saw an error page once and could not reproduce it",
+)
+CONTROL_CLOSING = "Please check, and fix whatever is wrong, if anything is; leave nothing behind."
+
+
+def control_data(scenario_id: str, level: int, n: int) -> dict[str, Any]:
+    """A fault-free control of ``level`` (``generator.is_control``): a worry, not a fault; its
+    checks pass as the agent finds it; the right repair is none."""
+    split = control_hosts(level, n)
+    worry = random.Random(f"fixos-control-words:{level}:{n}").choice(WORRIES)
+    hosts = [{"name": r, "role": r} for r in ("web", "app", "db")] if split else [{"name": "web"}]
+    checks: list[dict[str, Any]] = [
+        {
+            "name": f"the page {path} is the healthy one, from outside",
+            "type": "http_page",
+            "host": "web",
+            "params": {"path": path},
+        }
+        for path in ("/", "/status")
+    ]
+    if split:
+        checks.append({"name": "the app host reaches MariaDB on db", "type": "db_reachable", "host": "app"})
+    return {
+        "id": scenario_id,
+        "title": f"generated world, level {level}: a control (nothing is broken)",
+        "difficulty": DIFFICULTY[level],
+        "instruction": "\n".join([THREE_HOSTS if split else ONE_HOST, worry, CONTROL_CLOSING]) + "\n",
+        "hosts": hosts,
+        "faults": [],
+        "checks": checks,
+        "solution": "true\n",
+        "limits": {"max_steps": 20, "wall_seconds": 300, "command_timeout": 60},
+        "tags": [
+            "generated",
+            f"level-{level}",
+            f"generator-v{VERSION}",
+            "control",
+            control_combination(level, n),
+        ],
+    }

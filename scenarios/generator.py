@@ -27,8 +27,16 @@ from typing import Any
 from ..injector.conflicts import DOWN, claims_of, first_conflict
 from ..injector.recipes import RECIPES, Need, Recipe
 
-VERSION = 1
-"""bumped whenever a change would draw a different world for an id (recorded in each world)"""
+VERSION = 2
+"""bumped whenever a change would draw a different world for an id (recorded in each world).
+2: one world in ``CONTROL_EVERY`` is a fault-free control; MariaDB's bind fault is never drawn
+beside a connection flood (gen:5:37 failed live); every other world is version 1's."""
+STREAM = 1
+"""the salt of each world's draw and of its split: version 1's, kept by version 2 (whose only
+change is the controls), so that an id's faults and split did not move."""
+CONTROL_EVERY = 20
+"""one world in 20, by the hash of its level and number, is a fault-free control (nothing is
+broken; the right repair is none and the right report ``healthy``: ``fixos.episodes.tasks``)."""
 
 ID = re.compile(r"^gen:([1-9][0-9]*):([0-9]+)$")
 SPLITS = ("train", "dev", "test")
@@ -123,7 +131,7 @@ def draw(level_number: int, n: int) -> list[Drawn]:
     """The faults of world ``gen:level:n``: attempts from one seeded stream until one meets the
     level's axes and composes; deterministic, since nothing but the stream decides."""
     level = LEVELS[level_number]
-    rng = random.Random(f"fixos-gen:{VERSION}:{level_number}:{n}")
+    rng = random.Random(f"fixos-gen:{STREAM}:{level_number}:{n}")
     for _ in range(200):
         split = level.split_hosts if level.split_hosts is not None else rng.random() < 0.5
         roles = ("web", "app", "db") if split else ("all",)
@@ -200,9 +208,37 @@ def partial_omits(drawn: list[Drawn]) -> int | None:
     return None
 
 
+def _hashed(text: str) -> int:
+    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
+
+
+def is_control(level_number: int, n: int) -> bool:
+    """Whether ``gen:level:n`` is a fault-free control (one in ``CONTROL_EVERY``, by its hash)."""
+    return _hashed(f"fixos-control:{level_number}:{n}") % CONTROL_EVERY == 0
+
+
+def control_hosts(level_number: int, n: int) -> bool:
+    """Whether control ``gen:level:n`` has three hosts: its level's topology, or drawn."""
+    split = LEVELS[level_number].split_hosts
+    return split if split is not None else _hashed(f"fixos-control-hosts:{level_number}:{n}") % 2 == 1
+
+
+def control_combination(level_number: int, n: int) -> str:
+    """A control has no fault combination to hold out: each is its own, so controls follow the
+    70/10/20 split one by one (the same world whatever the split: no id can leak a test one)."""
+    return f"control|{'split' if control_hosts(level_number, n) else 'single'}|{level_number}:{n}"
+
+
 def combination(drawn: list[Drawn]) -> str:
     topology = "split" if any(d.role != "all" for d in drawn) else "single"
     return topology + "|" + ",".join(sorted(f"{d.role}/{d.recipe.key}" for d in drawn))
+
+
+def world_combination(level_number: int, n: int) -> str:
+    """What decides world ``gen:level:n``'s split: its faults' combination, or a control's own."""
+    if is_control(level_number, n):
+        return control_combination(level_number, n)
+    return combination(draw(level_number, n))
 
 
 def split_of(combo: str, held_out: frozenset[str] = frozenset()) -> str:
@@ -210,7 +246,7 @@ def split_of(combo: str, held_out: frozenset[str] = frozenset()) -> str:
     hand-written catalogue's combinations) are always test."""
     if combo in held_out:
         return "test"
-    bucket = int(hashlib.sha256(f"fixos-split:{VERSION}:{combo}".encode()).hexdigest()[:8], 16) % 10
+    bucket = int(hashlib.sha256(f"fixos-split:{STREAM}:{combo}".encode()).hexdigest()[:8], 16) % 10
     return "train" if bucket < 7 else "dev" if bucket < 8 else "test"
 
 
@@ -221,7 +257,7 @@ def ids(
     n, found = 0, 0
     while found < count:
         n += 1
-        if split is None or split_of(combination(draw(level, n)), held_out) == split:
+        if split is None or split_of(world_combination(level, n), held_out) == split:
             found += 1
             yield f"gen:{level}:{n}"
         if n > 50 * count + 1000:

@@ -146,7 +146,9 @@ class Scenario(_Strict):
     hosts: list[HostSpec] = Field(min_length=1)
     login: str | None = None
     """the host the agent's shell opens on (default: the first host); it can ``ssh`` to the others."""
-    faults: list[FaultSpec] = Field(min_length=1)
+    faults: list[FaultSpec] = []
+    """empty: a fault-free control (nothing is broken; the right repair is none, the right
+    report ``healthy``: ``fixos.episodes.tasks``); its scored checks pass as the agent finds it."""
     checks: list[CheckSpec] = Field(min_length=1)
     solution: str = Field(min_length=1)
     """the reference repair, a shell script run on the login host (``ssh db '...'`` reaches
@@ -154,7 +156,7 @@ class Scenario(_Strict):
     ``{{ fix(NAME) }}`` its type's reference repair (see fixos.scenarios.solution). Once
     loaded, a ``Template`` that knows the faults' names."""
     partial_solution: str | None = None
-    """a repair of some faults only: must score strictly between 0 and 1."""
+    """a repair of some faults only: must score strictly between 0 and 1 (a control has none)."""
     first_fixes: list[str] = []
     """the repairs of the first k faults only, k = 1 .. len(faults) - 1 (generated worlds):
     what calibration's budget-limited oracle (``first-fixes:K``) runs."""
@@ -241,6 +243,8 @@ def _check_references(scenario: Scenario) -> tuple[str, str] | None:
     topology = _check_topology(scenario)
     if topology:
         return topology
+    if not scenario.faults and scenario.partial_solution is not None:
+        return "partial_solution", "a fault-free control (no faults) has nothing to repair in part"
     names = {h.name for h in scenario.hosts}
     for kind, specs in (("faults", scenario.faults), ("checks", scenario.checks)):
         for i, spec in enumerate(specs):

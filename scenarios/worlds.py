@@ -9,8 +9,8 @@ from ..core.models import InjectedFault
 from ..injector import FAULTS
 from ..injector.recipes import recipe_for
 from ..verifier import CHECKS
-from .composed import world_data
-from .generator import ID, GeneratorError, combination, draw, parse_id, split_of
+from .composed import control_data, world_data
+from .generator import ID, GeneratorError, draw, is_control, parse_id, split_of, world_combination
 from .schema import SCENARIO_DIR, Scenario, parse_scenario
 from .solution import render
 
@@ -24,7 +24,10 @@ def generated(scenario_id: str) -> Scenario:
     """The world ``gen:LEVEL:N``, validated as a scenario file is (a failure names the id)."""
     try:
         level, n = parse_id(scenario_id)
-        data = world_data(scenario_id, level, draw(level, n))
+        if is_control(level, n):
+            data = control_data(scenario_id, level, n)
+        else:
+            data = world_data(scenario_id, level, draw(level, n))
     except GeneratorError as exc:
         raise ScenarioError(scenario_id, "id", str(exc)) from None
     return parse_scenario(data, scenario_id, faults=FAULTS, checks=CHECKS)
@@ -43,6 +46,8 @@ def held_out() -> frozenset[str]:
 
     combos = set()
     for scenario in load_catalog(SCENARIO_DIR).values():
+        if not scenario.faults:  # a control: no combination (generated controls split one by one)
+            continue
         roles = {h.name: h.role for h in scenario.hosts}
         parts = [
             f"{roles[scenario.host_of(f)]}/{_key(f.type, f.params.model_dump() if f.params else {})}"
@@ -56,7 +61,7 @@ def held_out() -> frozenset[str]:
 def split(scenario_id: str) -> str:
     """train, dev or test: by what the world is, never by its number."""
     level, n = parse_id(scenario_id)
-    return split_of(combination(draw(level, n)), held_out())
+    return split_of(world_combination(level, n), held_out())
 
 
 def reference_scripts(scenario: Scenario, faults: list[InjectedFault]) -> dict[str, str | None]:

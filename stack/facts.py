@@ -182,6 +182,13 @@ class HostFacts:
             digest.update(repr(entry if contents else (*entry[:4], entry[7] < 0)).encode())
         return digest.digest()
 
+    def entries(self) -> list[Entry] | None:
+        """Every entry the host changed against its image and of its own mounts, as read
+        (``Entry``); None when there were too many to read whole."""
+        found = self._once("files", self._entries)
+        assert isinstance(found, list)
+        return None if self._overflow else list(found)
+
     def modes(self, trees: Sequence[str]) -> dict[str, str] | None:
         """path -> ``uid:gid:mode:type`` (``find -printf '%U:%G:%m:%y'``) of every entry in
         ``trees`` that the host holds otherwise than its image: what its upper directory

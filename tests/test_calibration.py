@@ -3,10 +3,12 @@ budget-limited oracle's scripts (the first k faults' fixes only)."""
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
+
 import pytest
 
 from fixos.agents.base import agent_class, make_agent
-from fixos.bench.calibration import cells, markdown, wilson
+from fixos.bench.calibration import cells, markdown, plot, wilson
 from fixos.core.errors import FixOSError
 from fixos.records.models import EpisodeRecord, EpisodeStatus, Timings
 from fixos.scenarios.catalog import load_catalog
@@ -52,6 +54,14 @@ def test_cells_count_solved_worlds_per_level_and_agent_and_invalid_apart():
     text = markdown(table)
     assert "| 1 | 1/2 = 0.50 [" in text and "1 invalid" in text and "| 2 | 0/1 = 0.00" in text
     assert text.splitlines()[0] == "| level | baseline | first-fixes:1 |"
+    drawn = ET.fromstring(plot(table, "t"))  # well-formed SVG: a point per level and agent, each titled
+    points = drawn.findall("{http://www.w3.org/2000/svg}circle")
+    assert sorted((p.get("data-level"), p.get("data-agent")) for p in points) == [
+        ("1", "baseline"),
+        ("2", "baseline"),
+        ("2", "first-fixes:1"),
+    ]
+    assert points[0].find("{http://www.w3.org/2000/svg}title").text.startswith("baseline, level 1: 1/2")
 
 
 def test_the_budget_oracle_knows_the_first_k_faults_fixes_only():

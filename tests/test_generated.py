@@ -23,8 +23,10 @@ from fixos.scenarios.generator import (
     combination,
     draw,
     ids,
+    is_control,
     parse_id,
     partial_omits,
+    world_combination,
 )
 from fixos.scenarios.worlds import generated, held_out, split
 
@@ -88,6 +90,9 @@ def test_every_world_is_a_scenario_nop_cannot_pass():
     for level in LEVELS:
         for n in range(1, 61):
             scenario = generated(f"gen:{level}:{n}")
+            if is_control(level, n):  # nothing broken: nop is the right repair (test below)
+                assert not scenario.faults and scenario.partial_solution is None, scenario.id
+                continue
             level_, _ = parse_id(scenario.id)
             drawn = draw(level_, n)
             pages = {p for d in drawn for p in d.recipe.pages}
@@ -125,7 +130,7 @@ def test_splits_follow_the_combination_never_the_number():
     counts = {"train": 0, "dev": 0, "test": 0}
     for level in LEVELS:
         for n in range(1, 201):
-            combo = combination(draw(level, n))
+            combo = world_combination(level, n)
             got = split(f"gen:{level}:{n}")
             assert seen.setdefault(combo, got) == got  # one combination, one split, whatever the id
             counts[got] += 1
@@ -138,9 +143,25 @@ def test_the_catalogues_combinations_are_never_trained_on():
     assert len(catalogue) >= 40
     for level in LEVELS:
         for n in range(1, 201):
+            if is_control(level, n):
+                continue
             combo = combination(draw(level, n))
             if combo in catalogue:
                 assert split(f"gen:{level}:{n}") == "test", f"gen:{level}:{n}"
+
+
+def test_one_world_in_twenty_is_a_control_in_every_split_and_the_others_kept_their_faults():
+    controls = [(level, n) for level in LEVELS for n in range(1, 401) if is_control(level, n)]
+    assert 0.03 < len(controls) / (5 * 400) < 0.07
+    assert {split(f"gen:{level}:{n}") for level, n in controls} == {"train", "dev", "test"}
+    for level, n in controls[:12]:
+        world = generated(f"gen:{level}:{n}")
+        assert world.faults == [] and "control" in world.tags and f"generator-v{VERSION}" in world.tags
+        assert world.solution.strip() == "true" and world.partial_solution is None
+        assert (len(world.hosts) == 3) == (LEVELS[level].split_hosts or len(world.hosts) == 3)
+        assert "if anything is" in world.instruction
+    # version 2 added the controls only: a world that is not one draws what version 1 drew
+    assert generated("gen:2:5").faults[0].type == draw(2, 5)[0].recipe.type
 
 
 def test_listing_a_split_gives_only_that_split():

@@ -1,6 +1,6 @@
 """Every bundled scenario, and a sample of generated worlds, on real containers: the
 reference repair scores 1.0, doing nothing 0.0, a partial repair strictly between (what
-`fixos validate` runs).
+`fixos validate` runs); a control by its own rule; the oracle's diagnosis 1.0 and nop's 0.0.
 
 The episodes run side by side on one warm pool, as `fixos bench` runs them
 (FIXOS_SCENARIO_JOBS, 3 by default): one after another they took ~25 min of
@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import docker
 import pytest
 
-from fixos.bench.validate import EXPECTED, agents_for, meets
+from fixos.bench.validate import EXPECTED, EXPECTED_OF_CONTROL, agents_for, meets
 from fixos.episodes.episode import run_episode
 from fixos.records.models import EpisodeRecord
 from fixos.scenarios.catalog import load_catalog
@@ -98,4 +98,12 @@ def test_scenario_scores(scored: dict[Case, EpisodeRecord], case: Case):
     agent = case[2]
     assert record.status == "scored", record.error
     failed = [f"{c.name}: {c.detail}" for c in record.verdict.checks if not c.passed]
-    assert meets(agent, record), f"{agent} scored {record.reward}, expected {EXPECTED[agent]}; {failed}"
+    wanted = (EXPECTED_OF_CONTROL if record.control else EXPECTED)[agent]
+    assert meets(agent, record), f"{agent} scored {record.reward}, expected {wanted}; {failed}"
+    # the diagnosis beside it, on every scenario the sweep runs: the oracle reports the truth
+    # (1.0), nop nothing (0.0); a control's nop also 0.0 (it never said "healthy")
+    assert record.diagnosis is not None
+    if agent == "oracle":
+        assert record.diagnosis.score == 1.0, record.diagnosis
+    elif agent == "nop":
+        assert record.diagnosis.score == 0.0 and record.diagnosis.source == "none", record.diagnosis

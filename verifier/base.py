@@ -41,6 +41,8 @@ class Facts(Protocol):
 
     def modes(self, trees: Sequence[str]) -> dict[str, str] | None: ...
 
+    def entries(self) -> list[tuple[str, int, int, int, int, int, int, int]] | None: ...
+
 
 class HostAccess(Protocol):
     """Ways to look at a host from outside it, which nothing inside can fake.
@@ -233,4 +235,5 @@ from . import (  # noqa: E402, F401
     system,
     tables,
     tls,
+    untouched,
 )

@@ -202,12 +202,15 @@ def summary_tables(summary: Summary) -> list[Table]:
 
 
 def validation_table(rows: Sequence[Validation]) -> Table:
-    table = Table(title="fixos validate: oracle = 1.0, nop = 0.0, partial strictly between")
-    for col in ("scenario", "seed", "oracle", "nop", "partial", "ok"):
+    table = Table(
+        title="fixos validate: oracle = 1.0, nop = 0.0, partial strictly between; "
+        "a control (no fault): oracle and nop 1.0 (diagnosis 1.0 and 0.0), meddler 0.0"
+    )
+    for col in ("scenario", "seed", "oracle", "nop", "partial / meddler", "ok"):
         table.add_column(col)
     for row in rows:
         cells = []
-        for agent in ("oracle", "nop", "partial"):
+        for agent in ("oracle", "nop", "partial" if "partial" in row.records else "meddler"):
             record = row.records.get(agent)
             if record is None:
                 cells.append("-")
@@ -215,7 +218,12 @@ def validation_table(rows: Sequence[Validation]) -> Table:
                 cells.append(f"[yellow]{record.status}[/]")
             else:
                 color = "green" if meets(agent, record) else "red"
-                cells.append(f"[{color}]{record.reward:.2f}[/]")
+                said = (
+                    f" (diagnosis {record.diagnosis.score:.2f})"
+                    if record.control and record.diagnosis
+                    else ""
+                )
+                cells.append(f"[{color}]{record.reward:.2f}{said}[/]")
         table.add_row(row.scenario, str(row.seed), *cells, "[green]yes[/]" if row.ok else "[red]NO[/]")
     return table
 

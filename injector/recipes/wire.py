@@ -27,6 +27,9 @@ RECIPES: tuple[Recipe, ...] = (
         ),
         ("/status",),
         weight=2,
+        # its fix restarts MariaDB: a batch job holding every connection floods it before the
+        # init script's ping answers, and the script reports failure (gen:5:37, third 200-run)
+        excludes=(("connections_exhausted", "its restart is flooded by the batch job (gen:5:37)"),),
     ),
     Recipe(
         "db_host_wrong",
