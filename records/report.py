@@ -112,7 +112,8 @@ def dash(value: Any) -> str:
 def _cell(stats: Stats) -> str:
     if stats.mean_reward is None:
         return "invalid" if stats.episodes else "-"
-    return f"{stats.mean_reward:.2f} ({stats.solved_pct:.0f}% solved)"
+    said = "" if stats.mean_diagnosis is None else f", diagnosis {stats.mean_diagnosis:.2f}"
+    return f"{stats.mean_reward:.2f} ({stats.solved_pct:.0f}% solved{said})"
 
 
 def markdown(summary: Summary, chart_name: str | None) -> str:

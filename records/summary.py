@@ -33,6 +33,9 @@ class Stats(BaseModel):
     mean_wall_s: float | None
     mean_time_to_repair_s: float | None
     """mean agent time of the solved episodes."""
+    mean_diagnosis: float | None = None
+    """mean diagnosis (``fixos.diagnosis``) over the scored episodes where the agent gave a
+    report (None: it gave none; a missing report is 0.0 only in the episode's own record)."""
 
 
 class ScenarioSummary(BaseModel):
@@ -76,6 +79,9 @@ def stats(records: Sequence[EpisodeRecord]) -> Stats:
         mean_steps=_mean([r.steps for r in valid], 1),
         mean_wall_s=_mean([r.timings.wall for r in valid], 2),
         mean_time_to_repair_s=_mean([r.timings.agent for r in solved], 2),
+        mean_diagnosis=_mean(
+            [r.diagnosis.score for r in valid if r.diagnosis is not None and r.diagnosis.source != "none"], 4
+        ),
     )
 
 

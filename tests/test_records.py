@@ -4,10 +4,12 @@ bench retries. Fast: no container."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 import fixos.bench.local as bench_module
 from fixos.bench.local import Bench, Plan
@@ -121,6 +123,26 @@ def test_summary_counts_failures_by_kind() -> None:
     stats = summarize("r", records).overall["oracle"]
     assert (stats.episodes, stats.invalid, stats.mean_reward) == (2, 1, 1.0)
     assert stats.failures == {FailureKind.agent_error: 1, FailureKind.shell_lost: 1}
+
+
+def test_summaries_show_the_diagnosis_beside_the_reward() -> None:
+    from fixos.records.models import Diagnosed
+    from fixos.records.report import markdown
+    from fixos.views.terminal import summary_tables
+
+    reported = record()
+    reported.diagnosis = Diagnosed(score=0.8, source="agent")
+    silent = record("easy_1-s2-oracle")
+    silent.diagnosis = Diagnosed(score=0.0, source="none")  # no report: not in the mean
+    nop = record("easy_1-s1-nop", reward=0.0)
+    summary = summarize("r", [reported, silent, nop])
+    assert summary.overall["oracle"].mean_diagnosis == 0.8
+    assert summary.overall["nop"].mean_diagnosis is None
+    assert "1.00 (100% solved, diagnosis 0.80)" in markdown(summary, None)
+    console = Console(width=200, file=io.StringIO())
+    for table in summary_tables(summary):
+        console.print(table)
+    assert "diagnosis 0.80" in console.file.getvalue()
 
 
 # -- files that do not fit: one line naming the file (and line) -------------------------

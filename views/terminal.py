@@ -159,7 +159,8 @@ def timings_line(record: EpisodeRecord) -> str:
 def _cell(stats: Stats) -> str:
     if stats.mean_reward is None:
         return "[yellow]invalid[/]" if stats.episodes else "-"
-    return f"{stats.mean_reward:.2f} · {stats.solved_pct:.0f}%"
+    said = "" if stats.mean_diagnosis is None else f" · diagnosis {stats.mean_diagnosis:.2f}"
+    return f"{stats.mean_reward:.2f} · {stats.solved_pct:.0f}%{said}"
 
 
 def _per_agent(
