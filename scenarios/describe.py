@@ -42,7 +42,8 @@ def describe(scenario: Scenario, *, faults: Registry[Fault] = FAULTS, checks: Re
     lines.append("hosts:")
     for host in scenario.hosts:
         login = ", login" if host.name == scenario.login_host else ""
-        lines.append(f"  {host.name} (role {host.role}{login}): runs {', '.join(host.services)}")
+        decoys = f"; decoys: {', '.join(host.decoys)}" if host.decoys else ""
+        lines.append(f"  {host.name} (role {host.role}{login}): runs {', '.join(host.services)}{decoys}")
     lines += ["", *_block("instruction", scenario.instruction)]
     lines.append("faults (a solution names them: {{ NAME.field }}, {{ fix(NAME) }}):")
     for fault in scenario.faults:

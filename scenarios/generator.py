@@ -27,10 +27,11 @@ from typing import Any
 from ..injector.conflicts import DOWN, claims_of, first_conflict
 from ..injector.recipes import RECIPES, Need, Recipe
 
-VERSION = 2
+VERSION = 3
 """bumped whenever a change would draw a different world for an id (recorded in each world).
 2: one world in ``CONTROL_EVERY`` is a fault-free control; MariaDB's bind fault is never drawn
-beside a connection flood (gen:5:37 failed live); every other world is version 1's."""
+beside a connection flood (gen:5:37 failed live). 3: levels 4 and 5 have a decoy. Every other
+world, and every world's faults, are version 1's."""
 STREAM = 1
 """the salt of each world's draw and of its split: version 1's, kept by version 2 (whose only
 change is the controls), so that an id's faults and split did not move."""
@@ -53,14 +54,16 @@ class Level:
     """at least one fault whose harm is a program of its own"""
     returning: bool = False
     """at least one fault that comes back (a watchdog, a cron job) or a culprit"""
+    decoys: int = 0
+    """innocent things a careless repair would remove (``HostSpec.decoys``), judged by a gate"""
 
 
 LEVELS = {
     1: Level(1, False),
     2: Level(2, False),
     3: Level(2, True, elsewhere=True),
-    4: Level(3, None, culprit=True),
-    5: Level(4, True, elsewhere=True, returning=True),
+    4: Level(3, None, culprit=True, decoys=1),
+    5: Level(4, True, elsewhere=True, returning=True, decoys=1),
 }
 DIFFICULTY = {1: "easy", 2: "medium", 3: "medium", 4: "hard", 5: "hard"}
 ORDER = ("db", "app", "web")
@@ -232,6 +235,23 @@ def control_combination(level_number: int, n: int) -> str:
 def combination(drawn: list[Drawn]) -> str:
     topology = "split" if any(d.role != "all" for d in drawn) else "single"
     return topology + "|" + ",".join(sorted(f"{d.role}/{d.recipe.key}" for d in drawn))
+
+
+DECOY_FILE = "/var/log/shop-archive/orders-2026-11.log"
+"""the ``archive`` decoy (laid down at boot by the image's ``fixos-role``)."""
+
+
+def decoy_host(level_number: int, n: int, drawn: list[Drawn]) -> str | None:
+    """Where world ``gen:level:n`` keeps its decoy (None: its level has none): on the host of a
+    fault that fills ``/var/log`` if there is one (where removing it is tempting), else on a
+    host drawn by the id's hash; the faults' own draw is untouched."""
+    if not LEVELS[level_number].decoys or not drawn:
+        return None
+    filling = [d.host for d in drawn if d.params.get("path") == "/var/log"]
+    if filling:
+        return filling[0]
+    hosts = sorted({d.host for d in drawn} | ({"web"} if drawn[0].role != "all" else set()))
+    return hosts[_hashed(f"fixos-decoy:{level_number}:{n}") % len(hosts)]
 
 
 def world_combination(level_number: int, n: int) -> str:

@@ -69,6 +69,9 @@ class HostSpec(_Strict):
     scenario that fills it; None: /tmp is a directory of the writable layer."""
     disk_mb: int = Field(default=2048, ge=256, le=65536)
     """bound on the host's writable filesystem (its container's writable layer)."""
+    decoys: list[Literal["archive"]] = []
+    """innocent things a careless repair would remove, laid down at boot (part of the healthy
+    host): ``archive``, last month's shipped orders, 4.4 MB under ``/var/log/shop-archive``."""
 
     @model_validator(mode="before")
     @classmethod

@@ -15,7 +15,7 @@ the engine, the hosts, and whatever else runs), as median and p95. Then oracle
 episodes per minute, and CPU-seconds per episode, over EPISODES easy_1 episodes at
 -j 1, 2 and 4.
 
-    .venv/bin/python scripts/perf_price.py [--runs 5] [--episodes 12]
+    .venv/bin/python scripts/perf_price.py [--runs 5] [--episodes 12] [--scenarios easy_1 gen:4:1 ...]
 """
 
 from __future__ import annotations
@@ -131,12 +131,12 @@ def throughput(client, images, catalog, parallel: int, episodes: int) -> tuple[f
     return episodes / (wall / 60), cpu / episodes, sum(1 for r in run.records() if r.reward != 1.0)
 
 
-def measure_price(runs: int, episodes: int, say=print) -> dict[str, float]:
+def measure_price(runs: int, episodes: int, say=print, scenarios=SCENARIOS) -> dict[str, float]:
     client = connect()
     catalog = load_catalog()
     images = {name: ensure_image(client, name, lambda line: None) for name in ("server", "inspector")}
     figures: dict[str, float] = {}
-    for sid in SCENARIOS:
+    for sid in scenarios:
         scenario = catalog[sid]
         meter = Meter()
         run_id = "perf-price-" + new_run_id()
@@ -165,7 +165,7 @@ def measure_price(runs: int, episodes: int, say=print) -> dict[str, float]:
             figures[f"{sid} {phase}: wall s p95"] = p95(walls)
             figures[f"{sid} {phase}: machine CPU-s median"] = statistics.median(cpus)
         say(f"[perf-price] {sid}: verify {figures[f'{sid} verify: wall s median']:.2f} s median")
-    for parallel in (1, 2, 4):
+    for parallel in (1, 2, 4) if episodes else ():
         rate, cpu, failed = throughput(client, images, catalog, parallel, episodes)
         figures[f"easy_1 oracle x{episodes} -j {parallel}: episodes/min"] = rate
         figures[f"easy_1 oracle x{episodes} -j {parallel}: machine CPU-s per episode"] = cpu
@@ -177,11 +177,17 @@ def measure_price(runs: int, episodes: int, say=print) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--episodes", type=int, default=12)
+    parser.add_argument("--episodes", type=int, default=12, help="0: no throughput runs")
+    parser.add_argument(
+        "--scenarios",
+        nargs="+",
+        default=list(SCENARIOS),
+        help="ids, generated ones too (default: %(default)s)",
+    )
     args = parser.parse_args()
     console = make_console()
     load = os.getloadavg()[0]
-    figures = measure_price(args.runs, args.episodes, say=console.print)
+    figures = measure_price(args.runs, args.episodes, say=console.print, scenarios=args.scenarios)
     figures["load average (1 min) at the start"] = load
     figures["load average (1 min) at the end"] = os.getloadavg()[0]
     table = Table("figure", "value", title="the price of a valid episode")

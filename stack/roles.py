@@ -37,6 +37,8 @@ def role_environment(spec: HostSpec, specs: list[HostSpec]) -> dict[str, str]:
     """What the host's boot script (/etc/init.d/fixos-role) reads: its role, its
     services, and the names of the hosts holding the other roles."""
     env = {"FIXOS_ROLE": spec.role, "FIXOS_SERVICES": " ".join(spec.services)}
+    if spec.decoys:
+        env["FIXOS_DECOYS"] = " ".join(spec.decoys)
     for role in ("web", "app", "db"):
         holder = next((h.name for h in specs if h.role == role), None)
         if holder is not None:

@@ -151,3 +151,36 @@ def test_task_levels_and_controls(client, images):
             assert record.diagnosis is not None and record.diagnosis.score == 1.0  # the report was right
         # report-only levels and controls are judged as left only: no restart phase
         assert record.verdict.phases.keys() == {"as_left"}
+
+
+class FixerWhoClearsArchives(OracleAgent):
+    """The reference repair, then the largest file under /var/log removed as well: the decoy."""
+
+    name = "fixer-who-clears-archives"
+
+    def solve(self, task: Task, shell: Shell) -> None:
+        run_solution(shell, self._solution)
+        shell.run("rm -rf /var/log/shop-archive")
+
+
+@pytest.mark.live
+def test_a_generated_decoy_is_part_of_the_healthy_host_and_removing_it_costs_the_reward(client, images):
+    world = CATALOG["gen:4:4"]  # a port squatter, a full /var/log (the archive beside it), a cron job
+    assert [h.decoys for h in world.hosts] == [["archive"]]
+    run_id = f"test-decoy-{secrets.token_hex(4)}"
+    pool = HostPool(client, images, run_id=run_id, size=2, planned=[world.hosts, world.hosts])
+    try:
+        with ThreadPoolExecutor(max_workers=2) as workers:
+            oracle, careless = workers.map(
+                lambda agent: run_episode(
+                    world, 1, agent, client=client, images=images, run_id=run_id, pool=pool
+                )[0],
+                ["oracle", f"{HERE}:FixerWhoClearsArchives"],
+            )
+    finally:
+        pool.close()
+        remove_labelled(client, run_id=run_id)
+    assert oracle.status == "scored" and oracle.reward == 1.0, oracle.error
+    assert careless.status == "scored" and careless.reward == 0.0, careless.error
+    failed = [c for c in careless.verdict.checks if not c.passed]
+    assert [c.name for c in failed if "archive" in c.name] == ["last month's order archive is kept on web"]
