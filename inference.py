@@ -7,7 +7,9 @@ official client, one shell command per step.
 Settings (environment): ``API_BASE_URL``, ``MODEL_NAME``, ``HF_TOKEN`` (or ``OPENAI_API_KEY``)
 as for the ``llm`` agent; ``FIXOS_URL`` (default http://127.0.0.1:8000), ``FIXOS_TASKS``
 (comma-separated ids, default ``easy_1``; ``all`` for every task), ``FIXOS_SEED`` (default 1).
-It prints the same lines as the ``llm`` agent, with the server's per-step rewards::
+A reply holding a report (``fixos.agents.llm.read_reply``) goes to the server as a report
+action, with DONE when the reply ends with it. It prints the same lines as the ``llm``
+agent, with the server's per-step rewards::
 
     [START] task=easy_1 env=fixos model=gpt-4o-mini
     [STEP] step=1 action="service nginx status" exit=3 reward=0.30 done=false error=null
@@ -64,6 +66,17 @@ def run_task(env, model: LlmAgent, task_id: str, seed: int) -> float:
             break
         said = read_reply(reply)
         messages.append({"role": "assistant", "content": reply})
+        if said.report is not None:  # handed to the server (kept, graded at the end), nothing runs
+            result = env.step(FixOSAction(report=said.report, command=DONE_COMMAND if said.done else None))
+            obs = result.observation
+            rewards.append(result.reward or 0.0)
+            told = obs.report_error or obs.command_output
+            line = step_line(
+                steps + 1, "report", None, done=result.done, reward=rewards[-1], error=obs.report_error
+            )
+            print(line, flush=True)
+            messages.append({"role": "user", "content": told})
+            continue
         if said.command is None and not said.done:  # a step that says so; the host is not touched
             last = rewards[-1] if rewards else 0.0
             print(step_line(steps + 1, None, None, done=False, reward=last, error=NO_COMMAND), flush=True)

@@ -3,8 +3,11 @@
 Settings come from the environment, as in the FixOS baseline ``inference.py``:
 ``API_BASE_URL`` (e.g. ``https://api.openai.com/v1``), ``MODEL_NAME``, and
 ``HF_TOKEN`` or ``OPENAI_API_KEY``. One shell command per step; its output is
-fed back (capped); ``DONE`` ends the episode. It prints one machine-parsable line
-per event::
+fed back (capped); ``DONE`` ends the episode. A reply may hand over a report of what is
+wrong instead of a command (docs/diagnosis.md): a fenced block tagged ``report`` holding the
+JSON, or the one-line command ``report {...}``; it is kept (the last that parses counts),
+the model is told so or told the field that is wrong, and ``report()`` gives it to the
+episode, which grades it at the end. It prints one machine-parsable line per event::
 
     [START] task=easy_1 env=fixos model=gpt-4o-mini
     [STEP] step=1 action="service nginx status" exit=3 reward=0.00 done=false error=null
@@ -27,6 +30,8 @@ from typing import Any
 
 from ..core.errors import FixOSError
 from ..core.models import Verdict
+from ..diagnosis.report import Handed, ReportError
+from ..injector.recipes import CAUSES
 from ..shells.base import Shell
 from ..shells.stopping import check_stop, stop_event
 from .base import Task
@@ -38,7 +43,15 @@ replace a service's configuration with a stub.
 
 Reply with exactly one shell command per turn, in a ```bash code block. Commands run \
 non-interactively with a timeout (no editors, no pagers; use sed, tee, cat <<EOF). \
-When the problem is fixed, reply with the single word DONE."""
+When the problem is fixed, reply with the single word DONE.
+
+To say what was wrong, reply with a ```report block instead of a command, holding JSON: \
+{"healthy": false, "findings": [{"host": "web", "component": "service:nginx", "cause": \
+"config_error", "evidence": "what showed it"}]}. A host is a server's name (its hostname); a \
+component is KIND:TARGET (service:nginx, \
+file:/etc/nginx/nginx.conf, fs:/var/log, process:PID, port:80); a cause is one of \
+{causes}. A later report replaces an earlier one; DONE on its own line after the block \
+hands it over and ends.""".replace("{causes}", ", ".join(CAUSES))
 OUTPUT_CAP = 4000
 RETRIES = 2
 
@@ -67,15 +80,22 @@ _FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n?(.*?)```", re.DOTALL)
 _INLINE = re.compile(r"^\s*(?:\$\s*)?`([^`\n]+)`\s*$", re.MULTILINE)
 _DECORATION = "\"'`*_~.!,;:()[]<> \t"
 _SENTENCE_THEN_DONE = re.compile(r"[.!?:;\n]\W*\bDONE\b\W*$", re.IGNORECASE)
+_REPORT_LINE = re.compile(r"^[ \t]*(?:\$[ \t]*)?`?report[ \t]+(\{.*\})`?[ \t]*$", re.MULTILINE)
+"""the report said as a command on one line, ``report {...}`` (no host has a ``report`` program)."""
+_FENCE_MARK = re.compile(r"^[ \t]*```[\w+-]*[ \t]*$", re.MULTILINE)
+REPORT_TAG = "report"
 NO_COMMAND = "no shell command in the reply"
 
 
 @dataclass(frozen=True)
 class Reply:
-    """What a model's reply asks for: a command to run, the end (DONE), or neither."""
+    """What a model's reply asks for: a command to run, a report to hand over, the end (DONE),
+    or neither; a report may come with the end."""
 
     command: str | None = None
     done: bool = False
+    report: str | None = None
+    """the report's JSON text, not yet parsed (``fixos.diagnosis.Handed`` takes it)"""
 
 
 def _is_done(text: str) -> bool:
@@ -84,7 +104,11 @@ def _is_done(text: str) -> bool:
 
 
 def read_reply(reply: str) -> Reply:
-    """The command in a model's reply, or that it is done, or neither (then it is told so).
+    """The command in a model's reply, or its report, or that it is done, or neither.
+
+    A report is a fenced block tagged ``report`` (its JSON may span lines), or a line
+    ``report {...}`` (the JSON on that line; alone, or in a ``bash`` block); DONE alone on
+    another line of the reply ends the episode once it is handed over. Otherwise:
 
     A fenced block wins over prose, whatever its language tag; a block holding only
     DONE is the end. Without a block: DONE alone on a line, or closing the reply after
@@ -93,6 +117,26 @@ def read_reply(reply: str) -> Reply:
     just that); prose over several lines is neither.
     """
     text = reply.strip()
+    found = _report_in(text)
+    if found is not None:
+        report, rest = found
+        lines = _FENCE_MARK.sub("", rest).splitlines()
+        return Reply(report=report, done=any(_is_done(line) for line in lines if line.strip()))
+    return _command_reply(text)
+
+
+def _report_in(text: str) -> tuple[str, str] | None:
+    """The report's JSON text and the reply without it; a ```report block wins over a line."""
+    for block in _FENCE.finditer(text):
+        if block.group(1).lower() == REPORT_TAG and block.group(2).strip():
+            return block.group(2).strip(), text[: block.start()] + "\n" + text[block.end() :]
+    line = _REPORT_LINE.search(text)
+    if line is not None:
+        return line.group(1), text[: line.start()] + text[line.end() :]
+    return None
+
+
+def _command_reply(text: str) -> Reply:
     for _lang, body in _FENCE.findall(text):
         body = body.strip()
         if not body:
@@ -170,6 +214,7 @@ class LlmAgent:
         self.steps = 0
         self.tokens = {"prompt": 0, "completion": 0}
         self._log: Any = None
+        self._reports = Handed()
 
     def _chat(self, messages: list[dict[str, str]]) -> tuple[str, dict[str, int]]:
         body = json.dumps({"model": self.model, "messages": messages, "temperature": 0}).encode()
@@ -240,6 +285,16 @@ class LlmAgent:
                     "command": said.command,
                 }
                 messages.append({"role": "assistant", "content": reply})
+                if said.report is not None:  # handed over, not run; the model is told what became of it
+                    told = self._hand(said.report, entry)
+                    self._record(entry)
+                    print(
+                        step_line(step, "report", None, done=said.done, error=entry.get("error")), flush=True
+                    )
+                    if said.done:
+                        return
+                    messages.append({"role": "user", "content": told})
+                    continue
                 if said.done:
                     print(step_line(step, "DONE", None, done=True), flush=True)
                     self._record(entry)
@@ -260,6 +315,18 @@ class LlmAgent:
         except LlmError as exc:
             print(step_line(self.steps + 1, None, None, done=True, error=str(exc)), flush=True)
             raise
+
+    def _hand(self, text: str, entry: dict[str, Any]) -> str:
+        entry["report"] = text
+        try:
+            return f"[fixos: {self._reports.take(text)}]"
+        except ReportError as exc:
+            entry["error"] = str(exc)
+            return f"[fixos: {exc}. The last report that parsed is kept; send a corrected one.]"
+
+    def report(self) -> str | None:
+        """The report the model handed over: the last that parsed, else the last one given."""
+        return self._reports.text
 
     def finish(self, verdict: Verdict) -> None:
         self._record({"tokens": self.tokens, "reward": verdict.reward})

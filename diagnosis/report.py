@@ -1,12 +1,15 @@
 """The report an agent gives: ``{"healthy": false, "findings": [{"host", "component", "cause",
-"evidence"}]}``. One that does not parse is refused in one line naming the field."""
+"evidence"}]}``. One that does not parse is refused in one line naming the field.
+
+``Handed`` keeps the reports an agent hands over during an episode (an OpenEnv action, a TRL
+tool call, a ``report`` reply of the built-in LLM agent): each interface takes them the same way."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..core.errors import FixOSError
 from ..injector.recipes import CAUSES
@@ -24,11 +27,13 @@ class Finding(BaseModel):
     evidence: str = Field(default="", max_length=4000)
     """what showed it; a seeded identity (a PID, a file) named here or in the component counts"""
 
-    @model_validator(mode="after")
-    def _known_cause(self) -> Finding:
-        if self.cause not in CAUSES:
-            raise ValueError(f"cause {self.cause!r} is none of {', '.join(CAUSES)}")
-        return self
+    @field_validator("cause")
+    @classmethod
+    def _known_cause(cls, cause: str) -> str:
+        # a field's validator, so the error names it: findings.0.cause
+        if cause not in CAUSES:
+            raise ValueError(f"cause {cause!r} is none of {', '.join(CAUSES)}")
+        return cause
 
 
 class Report(BaseModel):
@@ -63,3 +68,34 @@ def parse_report(text: str, where: str = "report") -> Report:
 
 def report_schema() -> dict[str, Any]:
     return Report.model_json_schema()
+
+
+def report_text(given: object) -> str:
+    """A report as handed over (a JSON object, or its text), as text."""
+    return given if isinstance(given, str) else json.dumps(given)
+
+
+class Handed:
+    """The reports one agent hands over in one episode. The last that parsed counts (a later
+    report replaces an earlier one); until one parses, the last one given, so the record says
+    why it scored 0.0. Nothing is graded before the episode ends: a running grade would let
+    an agent search the ground truth report by report."""
+
+    def __init__(self) -> None:
+        self._valid: str | None = None
+        self._last: str | None = None
+
+    def take(self, given: object) -> str:
+        """Keep ``given`` and say so in one line, or raise ReportError naming the field (an
+        earlier report that parsed is kept)."""
+        text = report_text(given)
+        self._last = text
+        report = parse_report(text)
+        self._valid = text
+        said = "healthy" if report.healthy else f"{len(report.findings)} finding(s)"
+        return f"report kept ({said}); graded when the episode ends; a later report replaces it"
+
+    @property
+    def text(self) -> str | None:
+        """What the episode grades: the last report that parsed, else the last one given, else None."""
+        return self._valid if self._valid is not None else self._last

@@ -4,7 +4,8 @@
     FIXOS_TASK=easy_1,easy_2,medium_1 python examples/trl_grpo.py
 
 Each rollout gets its own live, broken host (a FixOSToolEnv from fixos.training.trl): the model calls
-``run(command)`` until it stops, and the verifier's score (``get_reward``) is the reward. Hosts
+``run(command)`` until it stops (and ``report(report)`` to say what was wrong: graded into
+``env.verdict["diagnosis"]``, not the reward), and the verifier's score (``get_reward``) is the reward. Hosts
 boot per reset, so keep ``per_device_train_batch_size`` (the number of live hosts at once)
 within what the Docker engine's machine holds; ~150 MB of memory each.
 """
@@ -22,7 +23,7 @@ from fixos.training.trl import FixOSToolEnv
 SYSTEM = (
     "You are an on-call engineer with a root shell on a Debian server (nginx, php-fpm, MariaDB, "
     "sysvinit). Investigate with the run tool, repair the cause, leave everything else as it was, "
-    "then stop calling tools."
+    "say what was wrong with the report tool, then stop calling tools."
 )
 
 

@@ -7,7 +7,8 @@ Layout of a task (see Harbor's task format)::
       environment/  Dockerfile (FixOS's server image + verifier runtime + the break at boot),
                     docker-compose.yaml, rootfs/ (images/server/rootfs), task/ (boot scripts)
       solution/solve.sh
-      tests/  test.sh, verify.py, spec.json (checks + healthy baseline), lib/ (vendored checks)
+      tests/  test.sh, verify.py, spec.json (checks + healthy baseline + the faults' ground
+              truth), lib/ (vendored checks and report grading)
 
 Everything written is a function of the repository and the capture: no
 timestamps, sorted JSON, so the same seed gives the same bytes.
@@ -36,6 +37,7 @@ from ..verifier import CHECKS
 from .capture import Capture, capture
 from .compose import DISPATCH, compose_yaml, is_multi_host, login_of, ssh_files, wait_for_peers
 from .pids import PID_OF
+from .report import REPORT_PATH, instruction_md, solve_lines, truths_json
 from .settle import settle_lines
 from .tls import EXPORT_VALIDITY, hosts_line, verifier_record
 
@@ -45,6 +47,7 @@ VERIFIER_VENV = "/opt/fixos-verifier"
 # Modules the exported verifier needs, written under lib/ at their package paths.
 VENDORED = ["fixos", "fixos.core", "fixos.core.errors", "fixos.core.models", "fixos.core.registry"]
 VENDORED += ["fixos.shells.base", "fixos.shells.probes", "fixos.shells.tagged", "fixos.verifier"]
+VENDORED += ["fixos.diagnosis", "fixos.injector.recipes"]  # grading the agent's report (``report``)
 VERIFIER_PACKAGES = ("pydantic", "pytest-testinfra", "cryptography")
 """what the vendored checks import, pinned to the versions FixOS runs with."""
 VERIFIER_TIMEOUT = 180.0
@@ -216,6 +219,7 @@ def solve_sh(cap: Capture) -> str:
         f"# FixOS's reference repair of {cap.scenario.id} for seed {cap.seed} (what its oracle runs).\n"
         + _wait_ready("repair it")
         + "set -euo pipefail\n"
+        + solve_lines(cap.faults)
         + _with_pid_of(cap.solution.rstrip("\n") + "\n")
     )
 
@@ -226,7 +230,8 @@ def _with_pid_of(script: str) -> str:
 
 TEST_SH = f"""\
 #!/bin/bash
-# FixOS's checks of this host -> /logs/verifier/reward.json and checks.json.
+# FixOS's checks of this host -> /logs/verifier/reward.json and checks.json; the agent's
+# report, if any, graded -> /logs/verifier/diagnosis.json.
 {_wait_ready("judge it").rstrip()}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p /logs/verifier
@@ -257,6 +262,9 @@ def spec_json(cap: Capture) -> str:
                 c.name: cap.baseline.get(c.name) if CHECKS.get(c.type).exported else None for c in cap.checks
             },
             **({"tls": verifier_record(next(iter(cap.sites.values())))} if cap.sites else {}),
+            # the report's place and what it is graded against (``exporter.report``)
+            "report": REPORT_PATH,
+            "truths": truths_json(cap.faults),
         }
     )
 
@@ -281,6 +289,10 @@ def _vendor(lib: Path) -> None:
         lib / "fixos" / "shells" / "__init__.py",
         '"""The Shell contract, vendored for the exported verifier."""\n',
     )
+    _write(  # the recipes' tables only (the ground truth's vocabulary), not the fault types
+        lib / "fixos" / "injector" / "__init__.py",
+        '"""The recipes of the fault types, vendored for grading reports in the exported verifier."""\n',
+    )
 
 
 def _copy_tree(src: Path, dst: Path) -> None:
@@ -300,7 +312,7 @@ def write_task(cap: Capture, out: Path) -> Path:
     if task.exists():
         shutil.rmtree(task)
     _write(task / "task.toml", task_toml(scenario, cap.seed))
-    _write(task / "instruction.md", scenario.instruction.rstrip("\n") + "\n")
+    _write(task / "instruction.md", instruction_md(scenario))
     _write(task / "README.md", (TEMPLATES / "README.md").read_text(encoding="utf-8"))
     env = task / "environment"
     _write(env / "Dockerfile", dockerfile())

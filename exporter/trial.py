@@ -1,6 +1,6 @@
 """FixOS's own runner of an exported task (not Harbor): build environment/, start it with
 the command Harbor gives (`sleep infinity`), copy solution/ in and run solve.sh, copy
-tests/ in and run test.sh, read /logs/verifier/reward.json.
+tests/ in and run test.sh, read /logs/verifier/reward.json (and diagnosis.json: the report's grade).
 
 It exists so that `make test` can check an export's files without Harbor installed
 (Harbor needs Python >= 3.12 and Compose v2). It is a re-implementation of Harbor's
@@ -27,6 +27,7 @@ from docker.errors import APIError, NotFound
 from ..stack.hosts import LABEL_RUN
 from ..stack.networks import create_network
 from .harbor import READY_MARKER, ExportError
+from .report import DIAGNOSIS_FILE
 
 HARBOR_COMMAND = ["sh", "-c", "sleep infinity"]
 READY_TIMEOUT = 180.0
@@ -40,6 +41,8 @@ class Trial:
     """container start -> the host broke itself (READY_MARKER)."""
     solve_output: str
     test_output: str
+    diagnosis: dict[str, Any] | None = None
+    """the agent's report graded (``exporter.report``); None from a task exported without truth."""
 
 
 def build(
@@ -180,4 +183,12 @@ def _trial(container: Any, task: Path, *, solve: bool) -> Trial:
         said = res.output.decode(errors="replace")
         raise ExportError(f"{task.name}: test.sh wrote no reward: {said[-500:]}")
     tested = res.output.decode(errors="replace")
-    return Trial(json.loads(reward), json.loads(checks), boot, solve_output, tested)
+    diagnosis = _read(container, f"/logs/verifier/{DIAGNOSIS_FILE}")
+    return Trial(
+        json.loads(reward),
+        json.loads(checks),
+        boot,
+        solve_output,
+        tested,
+        json.loads(diagnosis) if diagnosis is not None else None,
+    )

@@ -133,6 +133,8 @@ class HarborTrial:
     exception: str | None
     checks_failed: tuple[str, ...] = ()
     """the exported verifier's failing checks (its checks.json), for a row that went wrong."""
+    diagnosis: float | None = None
+    """the agent's report graded (the verifier's diagnosis.json: ``exporter.report``); None: no file."""
 
 
 def _failed_checks(trial_dir: Path) -> tuple[str, ...]:
@@ -141,6 +143,13 @@ def _failed_checks(trial_dir: Path) -> tuple[str, ...]:
         return tuple(c["name"] for c in json.loads(path.read_text()) if not c.get("passed"))
     except (OSError, ValueError, TypeError, KeyError):
         return ()
+
+
+def _diagnosis(trial_dir: Path) -> float | None:
+    try:
+        return float(json.loads((trial_dir / "verifier" / "diagnosis.json").read_text())["score"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
 
 
 def read_job(job_dir: Path) -> list[HarborTrial]:
@@ -158,6 +167,7 @@ def read_job(job_dir: Path) -> list[HarborTrial]:
                 reward=rewards.get("reward"),
                 exception=(exception or {}).get("exception_type") if exception else None,
                 checks_failed=_failed_checks(path.parent),
+                diagnosis=_diagnosis(path.parent),
             )
         )
     return trials

@@ -26,11 +26,11 @@ STAGES = [
     "fixos.injector",
     "fixos.injector.recipes",
     "fixos.verifier",
+    "fixos.diagnosis",
     "fixos.agents",
     "fixos.records",
     "fixos.scenarios",
     "fixos.stack",
-    "fixos.diagnosis",
 ]
 ORCHESTRATION = [
     "fixos.episodes",

@@ -6,7 +6,9 @@ with FixOSEnv(base_url="http://127.0.0.1:8000").sync() as env:
     result = env.reset(task_id="easy_1", seed=1)
     result = env.step(FixOSAction(command="service nginx status"))
     print(result.reward, result.observation.task_score)
+    result = env.step(FixOSAction(report={"healthy": False, "findings": [...]}))  # kept, not yet graded
     result = env.step(FixOSAction(command="DONE"))   # final score: result.observation.task_score
+    print(result.observation.diagnosis)              # the report's grade, beside the score
 """
 
 from __future__ import annotations

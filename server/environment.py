@@ -7,6 +7,13 @@ Time: the scenario's ``wall_seconds`` is spent by commands only (time on the hos
 by the client's think time between steps, which only the server's idle timeout bounds
 (``app.py``); one command gets at most the scenario's ``command_timeout`` and the server's
 ``step_seconds``, whichever is less, so a step answers inside the client's message timeout.
+
+Reports: an action may carry one (``FixOSAction.report``), alone or with a command. The
+session keeps the last that parsed (``fixos.diagnosis.Handed``) and grades it only when the
+episode ends, beside the verifier's score (``FixOSState.diagnosis``): a grade after each
+report would let a client search the ground truth. A report alone runs nothing, spends no
+step of the budget and earns no step reward (the table's ``diagnose`` row pays for reading
+evidence on the host, not for saying what it means).
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from openenv.core.env_server.types import EnvironmentMetadata
 
 from ..core.errors import BudgetExhausted, ShellError
 from ..core.models import CommandResult, Verdict
+from ..diagnosis.report import Handed, ReportError
+from ..episodes.diagnosed import graded
 from ..episodes.episode import Episode
 from ..scenarios.schema import Scenario
 from ..shells.recording import RecordingShell
@@ -51,6 +60,7 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
         self._view = HostView()
         self._progress = 0.0
         self._history: list[str] = []
+        self._reports = Handed()
         self._state = FixOSState()
         self._host_seconds = 0.0
         """time the episode's commands took: what the scenario's wall_seconds bounds."""
@@ -100,6 +110,7 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
             limits = scenario.limits
             self._progress = progress(verdict)
             self._history = []
+            self._reports = Handed()
             self._state = FixOSState(
                 episode_id=episode_id,
                 step_count=0,
@@ -123,14 +134,19 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
                 return self._observe("the episode is over; reset() starts another", None, reward=0.0)
             if self._episode is None or self._shell is None:
                 raise NoEpisode()
+            said, refused = self._take_report(action)
             command = action.command_line()
+            if command is None:  # a report alone: nothing runs, nothing is spent
+                return self._observe(refused or said, None, reward=0.0, report_error=refused)
             if command.strip() == DONE_COMMAND:
-                return self._observe("", None, reward=0.0, final=self._finish())
+                ended = self._finish()
+                return self._observe(refused or said, None, reward=0.0, final=ended, report_error=refused)
             self._hosts.use(action.host)
             try:
                 result = self._shell.run(command, timeout=self._command_limit(timeout_s))
             except (BudgetExhausted, ShellError) as exc:  # out of budget, or the agent killed its shell
-                return self._observe(f"[fixos: {exc}]", None, reward=0.0, final=self._finish())
+                ended = self._finish()
+                return self._observe(f"[fixos: {exc}]", None, reward=0.0, final=ended, report_error=refused)
             self._host_seconds += result.duration
             before, self._view = self._view, self._look(first=False)
             verdict = self._judge()
@@ -156,7 +172,12 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
             if verdict.solved or self._shell.remaining_steps <= 0 or self._time_left() <= 0:
                 final = self._finish(verdict if verdict.solved else None)
             obs = self._observe(
-                result.output, result.exit_code, reward=shaped.value, timed_out=result.timed_out, final=final
+                result.output,
+                result.exit_code,
+                reward=shaped.value,
+                timed_out=result.timed_out,
+                final=final,
+                report_error=refused,
             )
             obs.metadata["reward_parts"] = shaped.parts
             return obs
@@ -219,11 +240,22 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
             limits.append(asked)
         return max(min(limits), 0.1)
 
+    def _take_report(self, action: FixOSAction) -> tuple[str, str | None]:
+        """The action's report kept: (what the agent is told, the error line if it did not parse)."""
+        if action.report is None:
+            return "", None
+        try:
+            return f"[fixos: {self._reports.take(action.report)}]", None
+        except ReportError as exc:
+            return "", str(exc)
+
     def _finish(self, verdict: Verdict | None = None) -> Verdict:
         """End the episode: score it with the verifier (waiting out hold periods) unless just
-        done, then free the containers. The final verdict, for the last observation."""
+        done, grade the kept report, then free the containers. The final verdict, for the
+        last observation."""
         assert self._episode is not None
         verdict = verdict or self._episode.verify()
+        self._state.diagnosis = graded(self._reports.text, "agent", self._episode.faults)
         self._state.done = True
         self._state.solved = verdict.solved
         self._state.final_score = verdict.reward
@@ -248,6 +280,7 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
         reward: float,
         timed_out: bool = False,
         final: Verdict | None = None,
+        report_error: str | None = None,
     ) -> FixOSObservation:
         """What the agent is shown after a step (or a reset); ``final``: the verdict that
         ended the episode (``_finish``), given in the metadata of the last observation."""
@@ -268,6 +301,8 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
             task_score=state.task_score,
             is_success_step=state.done and state.solved,
             remaining_steps=state.remaining_steps,
+            report_error=report_error,
+            diagnosis=state.diagnosis if state.done else None,
             reward=reward,
             done=state.done,
             metadata={"episode_id": state.episode_id, "step": state.step_count}

@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import shlex
+from typing import Any
 
 from openenv.core.env_server.types import Action, Observation, State
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..records.models import Diagnosed
 
 DONE_COMMAND = "DONE"
 """the action that ends the episode early and asks for the verifier's final score."""
 
 
 class FixOSAction(Action):
-    """One shell command, run as root in the episode's live host."""
+    """One shell command, run as root in the episode's live host; or a report of what is
+    wrong (docs/diagnosis.md), alone or with a command (with DONE: report, then end)."""
 
-    command: str = Field(min_length=1, description="a bash command line, or DONE to end the episode")
+    command: str | None = Field(
+        default=None, min_length=1, description="a bash command line, or DONE to end the episode"
+    )
     args: list[str] = Field(
         default_factory=list, description="extra arguments, each shell-quoted and appended to command"
     )
@@ -22,8 +28,25 @@ class FixOSAction(Action):
         default=None,
         description="the host to run on, by name, in a multi-host scenario (default: the one logged into)",
     )
+    report: dict[str, Any] | str | None = Field(
+        default=None,
+        description='what is wrong, as docs/diagnosis.md says: {"healthy": false, "findings": [{"host", '
+        '"component", "cause", "evidence"}]} (a JSON object or its text); graded when the episode ends, '
+        "a later report replacing it",
+    )
 
-    def command_line(self) -> str:
+    @model_validator(mode="after")
+    def _something(self) -> FixOSAction:
+        if self.command is None and self.report is None:
+            raise ValueError("command: give a command, a report, or both")
+        if self.command is None and self.args:
+            raise ValueError("args: given without a command")
+        return self
+
+    def command_line(self) -> str | None:
+        """The command with its quoted args; None for a report alone."""
+        if self.command is None:
+            return None
         return " ".join([self.command, *(shlex.quote(a) for a in self.args)])
 
 
@@ -74,6 +97,11 @@ class FixOSObservation(Observation):
     """the verifier's reward for the host as it is now; the final score once done."""
     is_success_step: bool = False
     remaining_steps: int = 0
+    report_error: str | None = None
+    """the action's report did not parse: one line naming the field (the last good one is kept)."""
+    diagnosis: Diagnosed | None = None
+    """once done: the kept report graded against the injected faults (score, recall, precision,
+    per_fault), beside the score; never added to it or to the step rewards."""
 
 
 class FixOSState(State):
@@ -93,3 +121,5 @@ class FixOSState(State):
     """the generated world's level when ``reset(level=...)`` chose it"""
     curriculum: str | None = None
     """why that level: start, up, down, hold (``level="auto"``) or fixed"""
+    diagnosis: Diagnosed | None = None
+    """once done: the kept report's grade (``FixOSObservation.diagnosis``)."""

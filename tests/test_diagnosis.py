@@ -135,7 +135,7 @@ def test_a_control_wants_healthy_and_nothing_else():
         ('{"findings": []}', "report: healthy: Field required"),
         (
             '{"healthy": false, "findings": [{"host": "web", "component": "x", "cause": "gremlins"}]}',
-            "report: findings.0: cause 'gremlins' is none of",
+            "report: findings.0.cause: cause 'gremlins' is none of",
         ),
         (
             '{"healthy": false, "findings": [{"component": "x", "cause": "permission"}]}',
@@ -194,3 +194,25 @@ def test_the_shotgun_agents_own_report_scores_at_most_three_tenths_on_every_worl
             for f in scenario.faults
         ]
         assert grade(report, truths(injected)).score <= 0.3, world
+
+
+def test_handed_reports_the_last_that_parsed_counts_else_the_last_given():
+    from fixos.diagnosis import Handed
+    from fixos.episodes.diagnosed import graded
+
+    faults = _injected("easy_1")
+    truth = truth_report(truths(faults))
+    handed = Handed()
+    assert handed.text is None and graded(handed.text, "agent", faults).source == "none"
+    with pytest.raises(ReportError, match=r"^report: findings\.0\.cause: cause 'gremlins'"):
+        handed.take({"healthy": False, "findings": [{"host": "web", "component": "x", "cause": "gremlins"}]})
+    bad = graded(handed.text, "agent", faults)  # none parsed yet: the last given, and why it scores 0
+    assert (bad.score, bad.source) == (0.0, "agent") and "findings.0.cause" in (bad.error or "")
+    assert handed.take(truth).startswith("report kept (1 finding(s))")  # an object, or its text
+    with pytest.raises(ReportError, match=r"^report: not JSON"):
+        handed.take("{nope")
+    assert json.loads(handed.text or "") == truth, "a refused report never replaces a good one"
+    kept = graded(handed.text, "agent", faults)
+    assert (kept.score, kept.source, kept.error) == (1.0, "agent", None)
+    assert handed.take('{"healthy": true}').startswith("report kept (healthy)")
+    assert graded(handed.text, "agent", faults).score == 0.0, "a later report replaces it"

@@ -2,7 +2,8 @@
 
 The live tests run exported tasks with FixOS's own runner of a task
 (``fixos.exporter.trial``: build environment/, start it with `sleep infinity`,
-run solution/solve.sh, then tests/test.sh, read /logs/verifier/reward.json), so
+run solution/solve.sh, then tests/test.sh, read /logs/verifier/reward.json and the
+report's grade, diagnosis.json), so
 that `make test` needs no Harbor. That runner is not Harbor and proves nothing
 about Harbor: `make harbor-check` runs the tasks under Harbor itself (and checks
 Harbor's own pass@k). FIXOS_EXPORT_ALL=1 runs every scenario here instead of one
@@ -25,13 +26,16 @@ import pytest
 from helpers import removed_run
 
 from fixos.core.models import InjectedFault
+from fixos.diagnosis.truth import truth_report, truths
 from fixos.exporter import CaptureShell, ExportError, export_harbor
 from fixos.exporter.harbor import check_exportable, task_toml
 from fixos.exporter.pids import PID_OF, located
+from fixos.exporter.report import REPORT_PATH, instruction_md, solve_lines, truths_json
 from fixos.exporter.settle import settle_lines
 from fixos.exporter.trial import build, run_trial
 from fixos.injector.edit import spawn_command
 from fixos.injector.process import MemoryHog
+from fixos.injector.recipes import CAUSES
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.schema import HostSpec
 from fixos.scenarios.solution import render
@@ -64,7 +68,7 @@ def test_the_vendored_verifier_imports_with_nothing_but_itself(tmp_path) -> None
 
     _vendor(tmp_path)
     probe = (
-        "import fixos.verifier, fixos.verifier.backend; "
+        "import fixos.verifier, fixos.verifier.backend, fixos.diagnosis; "
         "print(fixos.verifier.__file__, len(fixos.verifier.CHECKS.names()))"
     )
     isolated = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
@@ -79,6 +83,70 @@ def test_the_vendored_verifier_imports_with_nothing_but_itself(tmp_path) -> None
     assert out.returncode == 0, out.stderr[-800:]
     where, count = out.stdout.split()
     assert where.startswith(str(tmp_path)) and int(count) > 20, out.stdout
+
+
+FAULTS = [
+    InjectedFault("service_stopped", "web", {"service": "nginx"}, {}, ""),
+    InjectedFault("memory_hog", "web", {}, {"name": "catalog-cache", "pid": 1000, "mb": 300}, ""),
+]
+
+
+def test_the_vendored_verifier_grades_a_report_with_nothing_but_itself(tmp_path) -> None:
+    """tests/verify.py's ``diagnose`` on the vendored grading, no FixOS installed: the truth
+    baked at export gives full marks to the oracle's report, a report that does not parse
+    is one line naming the field, none is 0.0."""
+    import subprocess
+    import sys
+
+    from fixos.exporter.harbor import TEMPLATES, _vendor
+
+    _vendor(tmp_path / "lib")
+    shutil.copyfile(TEMPLATES / "verify_task.py", tmp_path / "verify.py")
+    report = tmp_path / "report.json"
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"report": str(report), "truths": truths_json(FAULTS)}))
+    isolated = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    isolated["PYTHONPATH"] = f"{tmp_path / 'lib'}{os.pathsep}{tmp_path}"
+    site = [p for p in sys.path if p.endswith("site-packages")]
+    code = (
+        f"import sys, json; sys.path[2:2] = {site!r}; sys.modules.pop('fixos', None); import verify; "
+        f"print(json.dumps(verify.diagnose(json.load(open({str(spec)!r})))))"
+    )
+
+    def diagnose() -> dict:
+        out = subprocess.run(
+            [sys.executable, "-S", "-c", code], env=isolated, capture_output=True, text=True, cwd=tmp_path
+        )
+        assert out.returncode == 0, out.stderr[-800:]
+        return json.loads(out.stdout)
+
+    assert diagnose() == {
+        "score": 0.0, "recall": 0.0, "precision": 0.0, "per_fault": [
+            {"type": "service_stopped", "host": "web", "finding": None, "credit": 0.0},
+            {"type": "memory_hog", "host": "web", "finding": None, "credit": 0.0},
+        ], "source": "none", "error": None,
+    }  # fmt: skip
+    report.write_text(json.dumps(truth_report(truths(FAULTS))))
+    full = diagnose()
+    assert (full["score"], full["source"], full["error"]) == (1.0, "file", None)
+    assert [f["credit"] for f in full["per_fault"]] == [1.0, 1.0]
+    report.write_text('{"healthy": false, "findings": [{"host": "web", "cause": "permission"}]}')
+    bad = diagnose()
+    assert (bad["score"], bad["source"]) == (0.0, "file")
+    assert bad["error"] == f"{report}: findings.0.component: Field required"
+
+
+def test_the_instruction_says_where_the_report_goes_and_solve_sh_writes_the_truth() -> None:
+    said = instruction_md(CATALOG["split_1"])
+    assert said.startswith(CATALOG["split_1"].instruction.rstrip("\n") + "\n\n---\n")
+    assert f"`{REPORT_PATH}`" in said and all(f"`{cause}`" in said for cause in CAUSES)
+    assert "this server is `web`; its peers, reached with `ssh NAME`: `app`, `db`" in said
+    assert "peers" not in instruction_md(CATALOG["easy_1"])
+    lines = solve_lines(FAULTS)
+    heredoc = re.search(r"cat > (\S+) <<'FIXOS_REPORT'\n(.*)\nFIXOS_REPORT\n$", lines, re.DOTALL)
+    assert heredoc and heredoc.group(1) == REPORT_PATH
+    assert json.loads(heredoc.group(2)) == truth_report(truths(FAULTS))
+    assert truths_json(FAULTS)[1]["identities"] == ["1000"]  # the PID pinned at export
 
 
 def test_capture_shell_pins_processes_started_at_any_pid() -> None:
@@ -223,8 +291,15 @@ def test_exported_task_scores_like_fixos_under_fixos_own_runner(
     spec = json.loads((task / "tests" / "spec.json").read_text())
     assert [c["name"] for c in solved.checks] == [c["name"] for c in spec["checks"]]
     assert all(c["passed"] for c in solved.checks)
+    # solve.sh wrote the truth where instruction.md says, graded beside reward.json
+    assert REPORT_PATH in (task / "instruction.md").read_text() and spec["report"] == REPORT_PATH
+    assert len(spec["truths"]) == len(CATALOG[scenario].faults)
+    assert solved.diagnosis is not None, solved.test_output
+    assert (solved.diagnosis["score"], solved.diagnosis["source"]) == (1.0, "file"), solved.diagnosis
     untouched = run_trial(client, task, tag, run_id=module_run_id, solve=False)
     assert untouched.reward == {"reward": 0.0}, untouched.test_output
+    assert untouched.diagnosis is not None
+    assert (untouched.diagnosis["score"], untouched.diagnosis["source"]) == (0.0, "none")
     assert {"name", "passed", "scored", "weight", "detail"} <= set(untouched.checks[0])
     assert not all(c["passed"] for c in untouched.checks)
 

@@ -89,6 +89,9 @@ def test_a_multi_host_task_scores_like_fixos_under_a_compose_run(
     build(client, task, tag, run_id=run_id, buildargs={"BASE": base, "PIP_OPTIONS": pip_build_options()})
     solved = run_trial(client, task, tag, run_id=run_id, solve=True)
     assert solved.reward == {"reward": 1.0}, solved.test_output + solved.solve_output
+    # the true report, naming faults on the peers, written on main and graded there
+    assert solved.diagnosis is not None and solved.diagnosis["score"] == 1.0, solved.diagnosis
+    assert {f["host"] for f in solved.diagnosis["per_fault"]} == {"app", "db"}
     untouched = run_trial(client, task, tag, run_id=run_id, solve=False)
     assert untouched.reward == {"reward": 0.0}, untouched.test_output
     failed = {c["name"] for c in untouched.checks if not c["passed"]}

@@ -38,6 +38,9 @@ FORBIDDEN: list[tuple[str, str, str]] = [
     ("fixos.verifier", "fixos.injector", "faults and checks must stay independent"),
     ("fixos.agents", "fixos.verifier", "an agent must not see how it is judged"),
     ("fixos.agents", "fixos.scenarios", "an agent must not see the solution or the checks"),
+    # agents speak the report's format (fixos.diagnosis.report), never the truth or the grading
+    ("fixos.agents", "fixos.diagnosis.truth", "an agent must not see the ground truth"),
+    ("fixos.agents", "fixos.diagnosis.grade", "an agent must not see how its report is graded"),
 ]
 
 

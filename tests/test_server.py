@@ -1,6 +1,7 @@
 """FixOS over OpenEnv: the official client drives whole episodes on live hosts, sessions stay
-apart, idle ones are reaped with their containers, and the plain endpoints, `openenv
-validate`, `inference.py` and `fixos serve` work."""
+apart, idle ones are reaped with their containers, a report action is kept and graded when
+the episode ends, and the plain endpoints, `openenv validate`, `inference.py` and `fixos
+serve` work."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ import pytest
 import uvicorn
 from helpers import ROOT, ChatServer, containers_owned_by, labelled, start_fixos, wait_for
 from openenv.core.generic_client import GenericEnvClient
+from pydantic import ValidationError
 
+from fixos.diagnosis.truth import truth_report, truths
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.solution import render
 from fixos.scenarios.worlds import split
@@ -165,6 +168,16 @@ def test_repeated_reading_earns_nothing():
     assert step_reward("ps aux", "", _view(), _view(), 0, 0, solved=False, repeated=True).value == 0.0
 
 
+def test_an_action_is_a_command_a_report_or_both():
+    assert FixOSAction(report={"healthy": True}).command_line() is None
+    assert FixOSAction(command="DONE", report='{"healthy": true}').command_line() == "DONE"
+    assert FixOSAction(command="ls", args=["a b"]).command_line() == "ls 'a b'"
+    with pytest.raises(ValidationError, match="command: give a command, a report, or both"):
+        FixOSAction()
+    with pytest.raises(ValidationError, match="args: given without a command"):
+        FixOSAction(args=["-l"], report={"healthy": True})
+
+
 def test_probe_output_parses_into_a_view():
     out = "\n".join(
         [
@@ -272,6 +285,61 @@ def test_official_client_oracle_solves_and_nop_does_not(client, images, test_run
         assert done.done and done.observation.task_score == 0.0 and not done.observation.is_success_step
         assert env.state().final_score == 0.0
         print(f"reset via server {reset_s:.2f}s, step {step_s:.2f}s")
+
+
+@pytest.mark.live
+def test_a_report_action_is_kept_refused_naming_the_field_and_graded_when_the_episode_ends(
+    client, images, test_run_id
+):
+    with Served(client, images, test_run_id) as served, FixOSEnv(base_url=served.url).sync() as env:
+        env.reset(task_id="easy_1", seed=1)
+        faults = served.environment(env.state().episode_id).episode.faults
+        truth = truth_report(truths(faults))
+        gremlins = {
+            "healthy": False,
+            "findings": [{"host": "web", "component": "service:nginx", "cause": "gremlins"}],
+        }
+        bad = env.step(FixOSAction(report=gremlins))
+        said = bad.observation.report_error
+        assert said is not None and said.startswith("report: findings.0.cause: cause 'gremlins' is none of")
+        assert not bad.done and bad.reward == 0.0 and bad.observation.command_output == said
+        assert bad.observation.exit_code is None and bad.observation.diagnosis is None
+
+        kept = env.step(FixOSAction(report=json.dumps(truth)))  # a JSON object, or its text
+        assert kept.observation.report_error is None and not kept.done
+        assert kept.observation.command_output.startswith("[fixos: report kept (1 finding(s))")
+        limit = CATALOG["easy_1"].limits.max_steps
+        assert (env.state().step_count, env.state().remaining_steps) == (0, limit), (
+            "a report alone runs nothing"
+        )
+
+        look = env.step(FixOSAction(command="service nginx status", report="{not json"))
+        assert look.observation.exit_code == 3, "the command runs beside a report that is refused"
+        assert look.observation.report_error.startswith("report: not JSON")
+
+        done = env.step(FixOSAction(command="DONE"))
+        assert done.done and done.observation.task_score == 0.0, "a report never changes the score"
+        diagnosis = done.observation.diagnosis
+        assert diagnosis is not None and (diagnosis.score, diagnosis.source, diagnosis.error) == (
+            1.0,
+            "agent",
+            None,
+        )
+        assert diagnosis.per_fault == [
+            {"type": "service_stopped", "host": "web", "finding": 0, "credit": 1.0}
+        ]
+        assert env.state().diagnosis == diagnosis and env.state().final_score == 0.0
+
+        # a report with DONE in one action; then an episode with no report at all
+        env.reset(task_id="easy_1", seed=2)
+        assert env.state().diagnosis is None
+        faults = served.environment(env.state().episode_id).episode.faults
+        last = env.step(FixOSAction(command="DONE", report=truth_report(truths(faults))))
+        assert last.done and last.observation.diagnosis.score == 1.0
+        env.reset(task_id="easy_1", seed=3)
+        silent = env.step(FixOSAction(command="DONE")).observation.diagnosis
+        assert (silent.score, silent.source) == (0.0, "none")
+        assert labelled(client, test_run_id) == []
 
 
 @pytest.mark.live
@@ -411,7 +479,16 @@ def test_openenv_validate_accepts_the_package_and_the_running_server(client, ima
 
 @pytest.mark.live
 def test_inference_script_over_the_server(client, images, test_run_id):
-    chat = ChatServer(["```bash\nservice nginx status\n```", "```bash\nservice nginx start\n```"])
+    report = (
+        '{"healthy": false, "findings": [{"host": "web", "component": "service:nginx", "cause": "oops"}]}'
+    )
+    chat = ChatServer(
+        [
+            "```bash\nservice nginx status\n```",
+            f"```report\n{report}\n```",
+            "```bash\nservice nginx start\n```",
+        ]
+    )
     env = dict(os.environ, API_BASE_URL=chat.url, MODEL_NAME="scripted-model", HF_TOKEN="hf-test")
     try:
         with Served(client, images, test_run_id) as served:
@@ -431,10 +508,15 @@ def test_inference_script_over_the_server(client, images, test_run_id):
     assert lines == [
         "[START] task=easy_1 env=fixos model=scripted-model",
         '[STEP] step=1 action="service nginx status" exit=3 reward=0.30 done=false error=null',
+        '[STEP] step=2 action="report" exit=null reward=0.00 done=false error="report: findings.0.cause: '
+        "cause 'oops' is none of config_error, service_stopped, resource_exhaustion, port_conflict, "
+        'permission, dependency, network_policy, certificate, scheduled_rebreaker, data_corruption"',
         '[STEP] step=2 action="service nginx start" exit=0 reward=1.00 done=true error=null',
-        "[END] success=true steps=2 score=1.00 rewards=0.30,1.00",
+        "[END] success=true steps=2 score=1.00 rewards=0.30,0.00,1.00",
     ]
     assert chat.requests[0]["auth"] == "Bearer hf-test"
+    told = chat.requests[2]["messages"][-1]["content"]
+    assert told.startswith("report: findings.0.cause:"), "the server's one line, handed back to the model"
 
 
 @pytest.mark.live

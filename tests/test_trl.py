@@ -1,13 +1,14 @@
 """fixos.training.trl against TRL's environment_factory contract, without TRL, transformers or torch:
-no-argument construction, ``reset(**row)`` returning the instruction, ``run`` as the only
-tool (with a docstring that parses the way transformers' ``get_json_schema`` parses it),
-the verifier's score from ``get_reward``, and hosts freed on the next reset, when judged
-and when the instance is dropped."""
+no-argument construction, ``reset(**row)`` returning the instruction, ``run`` and ``report``
+as the only tools (with docstrings that parse the way transformers' ``get_json_schema``
+parses them), the verifier's score from ``get_reward`` with the report's grade beside it,
+and hosts freed on the next reset, when judged and when the instance is dropped."""
 
 from __future__ import annotations
 
 import gc
 import inspect
+import json
 import re
 import shlex
 from typing import get_type_hints
@@ -15,6 +16,8 @@ from typing import get_type_hints
 import pytest
 from helpers import labelled, wait_for
 
+from fixos.diagnosis.truth import truth_report, truths
+from fixos.injector.recipes import CAUSES
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.solution import render
 from fixos.scenarios.worlds import split
@@ -68,13 +71,20 @@ def test_the_contract_without_trl(monkeypatch):
     assert {env._draw_task() for _ in range(40)} == {"easy_2", "hard_1"}
     monkeypatch.delenv("FIXOS_TASK")
     assert env._draw_task() in CATALOG and FixOSToolEnv()._draw_task() in CATALOG
-    assert tools_trl_sees(env) == ["run"], "a public method would be offered to the model as a tool"
+    tools = tools_trl_sees(env)
+    assert tools == ["report", "run"], "a public method would be offered to the model as a tool"
     schema = tool_schema(env.run)
     assert schema["name"] == "run" and schema["description"].startswith("Run a bash command")
     assert list(schema["parameters"]) == ["command"]
     assert schema["parameters"]["command"]["type"] == "string"
     assert "bash command line" in schema["parameters"]["command"]["description"]
+    schema = tool_schema(env.report)
+    assert schema["name"] == "report" and schema["description"].startswith("Hand over your diagnosis")
+    assert list(schema["parameters"]) == ["report"] and schema["parameters"]["report"]["type"] == "string"
+    described = schema["parameters"]["report"]["description"]
+    assert '"findings"' in described and "KIND:TARGET" in described and all(c in described for c in CAUSES)
     assert env.run("true").startswith("[fixos:"), "no episode yet: a message, not a crash"
+    assert env.report('{"healthy": true}').startswith("[fixos: the episode is over")
     assert inspect.signature(env.get_reward).parameters == {}
     assert env.get_reward() == 0.0 and reward_func([env]) == [0.0]
     close(env)  # nothing held: a no-op
@@ -113,12 +123,28 @@ def test_episodes_through_the_contract(client, images):
         assert labelled(client, made[-1]) == [], "a judged episode frees its hosts"
         assert env.run("true").startswith("[fixos:")
 
+        assert env.verdict["diagnosis"]["source"] == "none" and env.verdict["diagnosis"]["score"] == 0.0
+
         env.reset(task_id="easy_1", seed=3)
         made.append(run_ids(env))
-        oracle = render(CATALOG["easy_1"].solution, env.live_episode.faults)
+        faults = env.live_episode.faults
+        oracle = render(CATALOG["easy_1"].solution, faults)
         assert env.run(f"bash -euo pipefail -c {shlex.quote(oracle)}").endswith("[exit code: 0]")
+        # a report is a tool call: kept (the last that parses), graded only once judged
+        said = env.report('{"healthy": false, "findings": [{"host": "web", "cause": "config_error"}]}')
+        assert said.startswith("[fixos: report: findings.0.component:") and "\n" not in said
+        assert env.report(json.dumps(truth_report(truths(faults)))).startswith(
+            "[fixos: report kept (1 finding"
+        )
+        assert env.report("not json").startswith("[fixos: report: not JSON"), "refused; the good one stays"
         assert reward_func([env]) == [1.0] and env.get_reward() == 1.0
-        assert env.verdict["reward"] == 1.0 and env.steps == 1
+        assert env.verdict["reward"] == 1.0 and env.steps == 1, "a report is not a command"
+        diagnosis = env.verdict["diagnosis"]
+        assert (diagnosis["score"], diagnosis["source"], diagnosis["error"]) == (1.0, "agent", None)
+        assert diagnosis["per_fault"] == [
+            {"type": "service_stopped", "host": "web", "finding": 0, "credit": 1.0}
+        ]
+        assert env.report('{"healthy": true}').startswith("[fixos: the episode is over")
 
         # an instance the trainer drops frees its hosts with it
         env.reset(task_id="easy_1", seed=4)

@@ -8,9 +8,11 @@
 
 TRL's contract, which this class keeps: a no-argument constructor; ``reset(**row)``
 returning text that TRL appends to the row's last user message; every other public
-method is a tool the model may call (so the only one here is ``run``, and freeing the
-hosts is ``close(env)`` at module level, ``with env:`` or garbage collection);
-``get_reward()`` is the environment-owned reward TRL adds to the reward functions.
+method is a tool the model may call (so the only ones here are ``run`` and ``report``, and
+freeing the hosts is ``close(env)`` at module level, ``with env:`` or garbage collection);
+``get_reward()`` is the environment-owned reward TRL adds to the reward functions. The
+report is graded when the episode is judged, beside the reward (``verdict["diagnosis"]``),
+never added to it.
 
 Configuration (environment variables, read by the constructor, or class attributes of a
 subclass): FIXOS_SCENARIO_DIR, FIXOS_DOCKER_HOST, FIXOS_TRANSPORT (exec | ssh),
@@ -35,7 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ShellError
+from ..diagnosis.report import Handed, ReportError
 from ..episodes.api import episode
+from ..episodes.diagnosed import graded
 from ..episodes.episode import Episode
 from ..scenarios.catalog import load_catalog
 from ..scenarios.schema import SCENARIO_DIR
@@ -49,7 +53,8 @@ def _setting(name: str, default: str | None) -> str | None:
 
 
 class FixOSToolEnv:
-    """A broken live server to repair through one tool, ``run``; scored by FixOS's verifier."""
+    """A broken live server to repair through a tool, ``run``, and to report on through another,
+    ``report``; scored by FixOS's verifier."""
 
     scenario_dir: Path | None = None
     docker_host: str | None = None
@@ -79,6 +84,7 @@ class FixOSToolEnv:
         self._deadline = 0.0
         self._score: float | None = None
         self._verdict: dict[str, Any] | None = None
+        self._reports = Handed()
         self._lock = threading.RLock()
         # Hosts are freed when the trainer drops the instance or the interpreter exits;
         # the callback holds the ExitStack, never self, so it does not keep self alive.
@@ -109,6 +115,7 @@ class FixOSToolEnv:
             )
             self._episode = live
             self._steps, self._score, self._verdict = 0, None, None
+            self._reports = Handed()
             self._deadline = time.monotonic() + live.scenario.limits.wall_seconds
             return live.scenario.instruction
 
@@ -143,6 +150,29 @@ class FixOSToolEnv:
             note = " (killed at the command timeout)" if result.timed_out else ""
             return f"{output.rstrip()}\n[exit code: {result.exit_code}{note}]"
 
+    def report(self, report: str) -> str:
+        """Hand over your diagnosis of what is broken on the server; it is graded when the episode ends.
+
+        Args:
+            report: A JSON object, {"healthy": false, "findings": [{"host": "web", "component":
+                "service:nginx", "cause": "config_error", "evidence": "nginx -t: unknown directive"}]},
+                or {"healthy": true, "findings": []} if nothing is wrong. A component is KIND:TARGET,
+                e.g. service:nginx, file:/etc/nginx/nginx.conf, fs:/var/log, process:PID, port:80;
+                the cause is one of config_error, service_stopped, resource_exhaustion, port_conflict,
+                permission, dependency, network_policy, certificate, scheduled_rebreaker,
+                data_corruption. A later report replaces an earlier one.
+
+        Returns:
+            A line saying the report was kept, or why it was not, naming the field that is wrong.
+        """
+        with self._lock:
+            if self._episode is None:
+                return "[fixos: the episode is over; no report is taken]"
+            try:
+                return f"[fixos: {self._reports.take(report)}]"
+            except ReportError as exc:
+                return f"[fixos: {exc}]"
+
     def get_reward(self) -> float:
         """The verifier's final score of the episode (0.0 to 1.0); frees its hosts once judged."""
         with self._lock:
@@ -151,6 +181,8 @@ class FixOSToolEnv:
                     return 0.0
                 verdict = self._episode.verify()
                 self._score, self._verdict = verdict.reward, verdict.reward_json()
+                diagnosis = graded(self._reports.text, "agent", self._episode.faults)
+                self._verdict["diagnosis"] = diagnosis.model_dump()
                 if self._choice is not None:  # the curriculum's record, beside the checks
                     self._curriculum.record(self._choice, verdict.reward)
                     self._verdict["curriculum"] = asdict(self._choice)
@@ -166,7 +198,9 @@ class FixOSToolEnv:
 
     @property
     def verdict(self) -> dict[str, Any] | None:
-        """The judged episode's reward.json (each check, passed or not), once judged."""
+        """The judged episode's reward.json (each check, passed or not) and ``diagnosis`` (the
+        report's grade: ``score``, ``recall``, ``precision``, ``per_fault``, ``source``, ``error``),
+        once judged."""
         return self._verdict
 
     @property

@@ -8,8 +8,10 @@ The healthy baseline was recorded when the task was exported.
 
 Usage: verify.py SPEC.json OUT_DIR -> OUT_DIR/reward.json (``{"reward": x}``
 alone: Harbor computes pass@k only for a single key, and headlines the
-alphabetically first of several) and OUT_DIR/checks.json (each check's result
-and evidence).
+alphabetically first of several), OUT_DIR/checks.json (each check's result
+and evidence) and OUT_DIR/diagnosis.json (the agent's report, from the path the
+instruction gave, graded against the faults' ground truth baked into the spec:
+the fields of a FixOS record's ``diagnosis``). The report never changes the reward.
 """
 
 from __future__ import annotations
@@ -196,7 +198,63 @@ def main(spec_path: str, out_dir: str) -> int:
     for c in verdict.checks:
         print(f"{'PASS' if c.passed else 'FAIL'} {c.name}{'' if c.scored else ' (gate)'}: {c.detail}")
     print(f"reward {verdict.reward}")
+    if "truths" in spec:
+        diagnosis = diagnose(spec)
+        (out / "diagnosis.json").write_text(json.dumps(diagnosis, indent=2) + "\n", encoding="utf-8")
+        said = diagnosis["error"] or diagnosis["source"]
+        print(f"diagnosis {diagnosis['score']} ({said})")
     return 0
+
+
+REPORT_LIMIT = 1 << 20
+"""bytes of a report read: a Report holds at most 50 findings of 4,000 characters of evidence."""
+
+
+def diagnose(spec: dict) -> dict:
+    """The report at ``spec["report"]`` graded against ``spec["truths"]`` (FixOS's grading,
+    vendored): one that does not parse scores 0.0 with one line naming the field. Whatever
+    happens here, reward.json is already written."""
+    blank = {"score": 0.0, "recall": 0.0, "precision": 0.0, "per_fault": [], "source": "none", "error": None}
+    try:
+        from fixos.diagnosis import grade, parse_report
+        from fixos.diagnosis.report import ReportError
+        from fixos.diagnosis.truth import Truth
+
+        faults = [
+            Truth(
+                t["host"],
+                t["type"],
+                t["cause"],
+                t["component"],
+                frozenset(t["components"]),
+                tuple(t["identities"]),
+            )
+            for t in spec["truths"]
+        ]
+        path = Path(spec["report"])
+        text = None
+        if path.is_file():
+            with open(path, "rb") as f:
+                data = f.read(REPORT_LIMIT + 1)
+            if len(data) > REPORT_LIMIT:
+                return {**blank, "source": "file", "error": f"{path}: larger than {REPORT_LIMIT} bytes"}
+            text = data.decode("utf-8", "replace")
+        source = "none" if text is None else "file"
+        try:
+            report = None if text is None else parse_report(text, where=str(path))
+        except ReportError as exc:
+            return {**blank, "source": source, "error": str(exc)}
+        graded = grade(report, faults, "repair")
+    except Exception as exc:  # the grading's own failure: said in the file, never the reward's
+        return {**blank, "error": f"verifier: {type(exc).__name__}: {exc}"}
+    return {
+        "score": graded.score,
+        "recall": graded.recall,
+        "precision": graded.precision,
+        "per_fault": graded.per_fault,
+        "source": source,
+        "error": None,
+    }
 
 
 if __name__ == "__main__":
