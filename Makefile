@@ -6,12 +6,12 @@ ARGS  ?=
 
 HARBOR_VERSION ?= 0.26.0
 
-.PHONY: bench test nightly perf perf-sessions perf-ray perf-price perf-harbor soak harbor-check lint format setup engine venv images clean
+.PHONY: bench test setup-browser nightly perf perf-sessions perf-ray perf-price perf-harbor soak harbor-check lint format setup engine venv images clean
 
 bench: setup
 	$(BIN)/fixos bench $(ARGS)
 
-test: setup
+test: setup setup-browser
 	$(BIN)/pytest $(ARGS)
 
 # The full sweep CI only samples: every scenario x seeds 1-3 x oracle/nop/partial and every
@@ -71,6 +71,12 @@ venv:
 
 images: engine venv
 	@$(BIN)/fixos setup
+
+# Only the tests need it (tests/test_run_page_browser.py looks at the run page in a real
+# browser): Debian's chromium and Playwright for Python, which drives it, never a browser
+# build of Playwright's own. `make bench` does not ask for it.
+setup-browser: venv
+	@scripts/ensure-browser $(VENV)
 
 clean: venv
 	$(BIN)/fixos clean

@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from ..agents import agent_class
 from ..agents.external import VERIFY_REQUEST
-from ..bench.local import Bench, Plan, bench_path
+from ..bench.local import Bench, Events, Plan, bench_path
 from ..bench.on_ray import RayBench, require_ray
 from ..core.errors import FixOSError
 from ..diagnosis import parse_report, report_schema
@@ -28,6 +28,7 @@ from ..scenarios.catalog import load_catalog, select
 from ..scenarios.schema import Scenario
 from ..views.terminal import LiveView, PlainView, summary_tables, timings_line, transcript_view, verdict_table
 from .common import engines, sweep_if_engine
+from .view import finish_page, live_page
 
 
 def execute(
@@ -38,8 +39,9 @@ def execute(
     scenarios: dict[str, Scenario],
     docker_hosts: Sequence[str] | None = None,
     ray: str | None = None,
-) -> list[EpisodeRecord]:
-    """Run a plan's pending jobs with a live view; returns every record of the run."""
+) -> tuple[list[EpisodeRecord], Events]:
+    """Run a plan's pending jobs with a live view and the run's page kept current; returns
+    every record of the run, and the events it heard (``finish_page`` takes them)."""
     ctrl_c_stops()
     for agent in bench_plan.agents:  # unknown names and missing settings fail before any container
         preflight = getattr(agent_class(agent), "preflight", None)
@@ -62,12 +64,12 @@ def execute(
     )
     if console.is_terminal and not any(a in ("external", "human") for a in bench_plan.agents):
         with LiveView(console, len(pending)) as view:
-            bench.events = view
+            bench.events = live_page(view, run, scenarios, bench_plan.scenarios)
             bench.execute(pending)
     else:
-        bench.events = PlainView(console, len(pending))
+        bench.events = live_page(PlainView(console, len(pending)), run, scenarios, bench_plan.scenarios)
         bench.execute(pending)
-    return bench.records()
+    return bench.records(), bench.events
 
 
 def ctrl_c_stops() -> None:
@@ -89,14 +91,17 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     )
     run = RunDir(args.results, new_run_id())
     bench_plan.save(run)
-    records = execute(bench_plan, run, console, 1, catalog)
+    records, events = execute(bench_plan, run, console, 1, catalog)
     write_reports(run.path, run.run_id, records)
+    page = finish_page(events, console)
     if not records:
         raise FixOSError("the episode did not finish")
     record = records[0]
     if record.verdict is not None:
         console.print(verdict_table(record))
     console.print(timings_line(record), highlight=False)
+    if page is not None:
+        console.print(f"run page: {page}", highlight=False)
     if record.status != "scored":
         console.print(f"[red]invalid episode[/]: {escape(record.error or '')}")
         return 1
@@ -134,8 +139,9 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
         run = RunDir(args.results, new_run_id())
         bench_plan.save(run)
     baseline = read_summary(args.compare) if args.compare else None  # a bad file fails before the run
-    records = execute(bench_plan, run, console, args.jobs, catalog, args.docker_host, args.ray)
+    records, events = execute(bench_plan, run, console, args.jobs, catalog, args.docker_host, args.ray)
     summary = write_reports(run.path, run.run_id, records)
+    page = finish_page(events, console)
     for table in summary_tables(summary):
         console.print(table)
     console.print(
@@ -143,6 +149,8 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
         f"report: {run.path / 'report.md'}, junit: {run.path / 'junit.xml'}",
         highlight=False,
     )
+    if page is not None:  # the last line: the one to open
+        console.print(f"run page: {page}", highlight=False)
     status = 1 if any(r.status != "scored" for r in records) else 0
     if baseline is not None:
         problems = compare(summary, baseline, args.tolerance)

@@ -32,8 +32,11 @@ from .common import (
     shard,
 )
 from .episodes import cmd_bench, cmd_play, cmd_run, cmd_schema, cmd_show, cmd_verify
+from .export_run import add_parser as add_export_run
+from .export_run import cmd_export_run
 from .serving import cmd_export, cmd_serve
 from .validate import cmd_validate
+from .view import cmd_compare, cmd_view
 
 __all__ = ["COMMANDS", "build_parser", "main", "parse_seeds"]
 
@@ -118,6 +121,26 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="replay an episode's transcript and verdict")
     show.add_argument("episode", help="RUN_ID/EPISODE, e.g. 20261129-120000-ab12/easy_1-s1-oracle")
     show.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+
+    view = sub.add_parser(
+        "view", help="write a run's page (index.html) anew and say where it is, or serve it"
+    )
+    view.add_argument("run", help="a run id under --results, or a run directory")
+    view.add_argument(
+        "--serve", action="store_true", help="serve the run directory on 127.0.0.1 and print the URL"
+    )
+    view.add_argument("--port", type=port, default=8700, help="with --serve (default: 8700)")
+    view.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+
+    add_export_run(sub)
+
+    compare_runs = sub.add_parser(
+        "compare", help="two runs side by side: per scenario, better, worse or same"
+    )
+    compare_runs.add_argument("a", help="run A (the reference): a run id or directory")
+    compare_runs.add_argument("b", help="run B: a run id or directory")
+    compare_runs.add_argument("--html", type=Path, metavar="OUT", help="also write the comparison as a page")
+    compare_runs.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
 
     bench = sub.add_parser("bench", help="run scenarios x seeds x agents and print a table")
     bench.add_argument("--scenarios", nargs="*", help="ids or difficulties (default: all)")
@@ -238,6 +261,9 @@ COMMANDS = {
     "verify": cmd_verify,
     "schema": cmd_schema,
     "show": cmd_show,
+    "view": cmd_view,
+    "export-run": cmd_export_run,
+    "compare": cmd_compare,
     "export": cmd_export,
     "clean": cmd_clean,
     "serve": cmd_serve,

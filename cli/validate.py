@@ -8,6 +8,7 @@ import time
 
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from ..bench.adversaries import outcome, validate_adversaries
 from ..bench.local import Bench, Events, Job, Plan
@@ -21,6 +22,7 @@ from ..stack.leftovers import remove_labelled
 from ..views.terminal import validation_table
 from .common import engines
 from .episodes import ctrl_c_stops
+from .view import finish_page, live_page
 
 
 class RowPrinter(Events):
@@ -82,14 +84,16 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
     plan = Plan(scenarios=[s.id for s in scenarios], seeds=seeds, agents=sorted({j.agent for j in jobs}))
     run = RunDir(args.results, new_run_id())
     printer = RowPrinter(console, jobs)
-    bench = Bench(plan, run, catalog, engines=found, parallel=args.jobs, events=printer)
+    events = live_page(printer, run, catalog, plan.scenarios)
+    bench = Bench(plan, run, catalog, engines=found, parallel=args.jobs, events=events)
     console.print(
         f"validation {run.run_id}: {len(jobs)} episode(s), {args.jobs} at a time; results in {run.path}",
         highlight=False,
     )
     bench.execute(jobs)
     rows = list(printer.rows.values())
-    adversaries, held = ([], True)
+    adversaries: list[Table] = []
+    held = True
     if args.adversaries:  # each strategy x scenario it applies to must score <= 0.2
         first = found[0]
         try:
@@ -106,4 +110,7 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
             remove_labelled(first.client, run_id=run.run_id)
     console.print(validation_table(rows), *adversaries)
     console.print(f"{len(rows)} scenario x seed validations in {time.monotonic() - started:.1f}s")
+    page = finish_page(events, console)
+    if page is not None:
+        console.print(f"run page: {page}", highlight=False)
     return 0 if all(printer.complete(r) and r.ok for r in rows) and held else 1

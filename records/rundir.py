@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..core.models import Step
+from .atif import write_trajectory
 from .models import EpisodeRecord, FaultsFile, RewardFile, StepLine
 from .saved import append_line, read_lines, read_model, write_lines, write_model
 
@@ -33,7 +34,9 @@ class RunDir:
         if record.verdict is not None:
             write_model(directory / REWARD, RewardFile.of(record.verdict))
         write_model(directory / FAULTS, FaultsFile(faults=record.faults))
-        write_lines(directory / TRANSCRIPT, (StepLine.of(step) for step in steps))
+        lines = [StepLine.of(step) for step in steps]
+        write_lines(directory / TRANSCRIPT, lines)
+        write_trajectory(directory, record, lines)  # the same steps in Harbor's format (ATIF)
         # A resumed run finished what a stop cut short: the old account no longer holds.
         (directory / INTERRUPTED).unlink(missing_ok=True)
         # The journal line goes last and is synced: a line there means the episode is complete.
@@ -50,7 +53,9 @@ def write_interrupted(directory: Path, record: EpisodeRecord, steps: Iterable[St
     """What an episode that was stopped (Ctrl-C, SIGTERM) got to: its record, marked
     interrupted, and the commands it ran. Never in the journal, so ``--resume`` runs it again."""
     directory.mkdir(parents=True, exist_ok=True)
-    write_lines(directory / TRANSCRIPT, (StepLine.of(step) for step in steps))
+    lines = [StepLine.of(step) for step in steps]
+    write_lines(directory / TRANSCRIPT, lines)
+    write_trajectory(directory, record, lines)
     write_model(directory / INTERRUPTED, record)
     return directory / INTERRUPTED
 

@@ -4,12 +4,13 @@ One task per family (single host, multi-host, HTTPS, network, cron re-breaker; e
 scenario with --all) is exported with ``fixos export --format harbor`` and run through
 ``harbor run`` with Harbor's local Docker environment, with Harbor's ``oracle`` and
 ``nop`` agents, ``--trials`` times each: the oracle must score 1.0 and nop 0.0 on
-every trial. Beside them runs a deliberately broken export (easy_1 with the healthy
-record of its tables gate altered in tests/spec.json): its oracle must not score 1.0,
-and must fail on that gate, which proves the check can fail. Prints a table and the
-Harbor version; writes summary.json, the tasks and Harbor's own job directories
-under --out. Exit 0 when every row is as expected, 1 when one is not, 2 when Harbor
-cannot be set up or run here (one line says why).
+every trial, for the repair (reward.json) and for the report (diagnosis.json: the
+oracle's solve.sh writes the true report, nop none). Beside them runs a deliberately
+broken export (easy_1 with the healthy record of its tables gate altered in
+tests/spec.json): its oracle must not score 1.0, and must fail on that gate, which
+proves the check can fail. Prints a table and the Harbor version; writes summary.json,
+the tasks and Harbor's own job directories under --out. Exit 0 when every row is as
+expected, 1 when one is not, 2 when Harbor cannot be set up or run here (one line says why).
 
     .venv/bin/python scripts/harbor_check.py [--all] [--families single,multi] [--trials 2]
 """
@@ -36,6 +37,7 @@ from harbor_env import (
     read_metrics,
     run_job,
 )
+from harbor_trajectories import check as check_trajectories
 from rich.table import Table
 
 from fixos.exporter import export_harbor
@@ -96,7 +98,7 @@ def _row_ok(agent: str, trials: list[HarborTrial], negative: bool) -> bool:
         return False
     if negative:  # must fail, and on the gate whose record was altered
         return all(t.reward < 1.0 and TAMPERED_GATE in t.checks_failed for t in trials)
-    return all(t.reward == EXPECTED[agent] for t in trials)
+    return all(t.reward == EXPECTED[agent] and t.diagnosis == EXPECTED[agent] for t in trials)
 
 
 def main() -> int:
@@ -125,6 +127,9 @@ def main() -> int:
         if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode != 0:
             raise HarborError("'docker compose' does not answer: scripts/ensure-compose installs it")
         harbor = ensure_harbor(args.harbor_version, say=say)
+        # FixOS's own trajectories and a run exported as Harbor's job, read by Harbor's models (~2 s).
+        atif_ok, atif_said = check_trajectories([], out / "atif")
+        say(f"[harbor] ATIF trajectories and run export: {atif_said.splitlines()[-1]}")
         version = subprocess.run([str(harbor), "--version"], capture_output=True, text=True).stdout.strip()
         scenario_ids = sorted(load_catalog()) if args.all else [FAMILIES[f] for f in families]
         tasks_dir, negative_dir = out / "tasks", out / "negative"
@@ -177,8 +182,11 @@ def main() -> int:
                     "task": task,
                     "agent": agent,
                     "rewards": [t.reward for t in mine],
+                    "diagnoses": [t.diagnosis for t in mine],
                     "exceptions": [t.exception for t in mine if t.exception],
-                    "expected": f"< 1.0, failing '{TAMPERED_GATE}'" if is_negative else EXPECTED[agent],
+                    "expected": f"< 1.0, failing '{TAMPERED_GATE}'"
+                    if is_negative
+                    else f"{EXPECTED[agent]}, diagnosis {EXPECTED[agent]}",
                     "failing": sorted({c for t in mine for c in t.checks_failed}),
                     "ok": _row_ok(agent, mine, is_negative),
                 }
@@ -200,6 +208,17 @@ def main() -> int:
                 "ok": got.get("mean") == want and (args.trials < 2 or pass_k == want),
             }
         )
+    rows.append(
+        {
+            "task": "(FixOS trajectories, run as job)",
+            "agent": "-",
+            "rewards": [],
+            "exceptions": [],
+            "expected": "Harbor's models read every file",
+            "failing": [] if atif_ok else atif_said.splitlines()[:3],
+            "ok": atif_ok,
+        }
+    )
     seconds = time.monotonic() - started
     table = Table("task", "agent", "rewards", "expected", "ok", title=f"Harbor {version}, {seconds:.0f}s")
     for r in rows:
@@ -208,7 +227,8 @@ def main() -> int:
     console.print(table)
     for r in rows:
         if not r["ok"]:
-            console.print(f"  {r['task']} {r['agent']}: failing {r['failing']} exceptions {r['exceptions']}")
+            said = f"failing {r['failing']} exceptions {r['exceptions']} diagnoses {r.get('diagnoses')}"
+            console.print(f"  {r['task']} {r['agent']}: {said}")
     summary = {"harbor": version, "seconds": round(seconds, 1), "rows": rows}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     say(f"[harbor] {out}/summary.json; Harbor's jobs under {out}/jobs")

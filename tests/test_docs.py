@@ -28,6 +28,7 @@ PAGES = [
     "scaling-out",
     "rl-training",
     "results",
+    "run-page",
     "ci",
     "harbor",
 ]

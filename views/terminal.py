@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from rich.console import Console, Group
@@ -33,6 +34,7 @@ from ..records.report import dash
 from ..records.rundir import read_interrupted, read_reward, read_transcript
 from ..records.summary import Stats, Summary
 from ..scenarios.schema import Scenario
+from .html.compare import Comparison
 
 
 def outcome_line(record: EpisodeRecord, retried: bool = False) -> str:
@@ -121,8 +123,10 @@ class LiveView(Events):
         self.live.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.live.__exit__(*exc)
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.live.__exit__(kind, exc, trace)
 
 
 def scenarios_table(scenarios: Sequence[Scenario], splits: Sequence[str] | None = None) -> Table:
@@ -256,3 +260,19 @@ def transcript_view(directory: Path) -> list[Any]:
             )
         parts.append(table)
     return parts
+
+
+COMPARED_STYLE = {"better": "green", "worse": "red", "not scored": "yellow"}
+
+
+def comparison_table(comparison: Comparison) -> Table:
+    """``fixos compare A B``: per scenario the mean reward in each run, B's change highlighted."""
+    table = Table(title=f"B ({comparison.b_id}) against A ({comparison.a_id}): mean reward per scenario")
+    for col in ("scenario", "agent", "A", "B", "B - A", "B is"):
+        table.add_column(col, justify="right" if col in ("A", "B", "B - A") else "left")
+    for r in comparison.rows:
+        style = COMPARED_STYLE.get(r.verdict, "")
+        change = "-" if r.change is None else f"{r.change:+.2f}"
+        a, b = ("-" if v is None else f"{v:.2f}" for v in (r.a, r.b))
+        table.add_row(escape(r.scenario), escape(r.agent), a, b, change, Text(r.verdict, style=style))
+    return table
