@@ -55,6 +55,8 @@ class PlainReset(BaseModel):
     task_id: str | None = None
     level: int | str | None = None
     """without a task_id: a generated train world of this level (1-5), or "auto" (the curriculum)"""
+    task: str | None = None
+    """the task level: repair (default), or diagnose, localise, detect (report only, touch nothing)"""
     seed: int | None = None
     episode_id: str | None = None
     session_id: str | None = None

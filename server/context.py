@@ -132,7 +132,7 @@ class ServerContext:
         except ScenarioError as exc:  # a generated id of no level
             raise BadRequest(str(exc)) from None
 
-    def open_episode(self, scenario: Scenario, seed: int, episode_id: str) -> Episode:
+    def open_episode(self, scenario: Scenario, seed: int, episode_id: str, task: str = "repair") -> Episode:
         """The one place an Episode is made: its hosts come from the warm pool when there is one."""
         images = self.images_for(scenario)
         return Episode(
@@ -143,6 +143,7 @@ class ServerContext:
             run_id=self.run_id,
             episode_id=episode_id,
             pool=self._warm_pool(images),
+            task=task,
         )
 
     def announce(self, rows: list[tuple[str, int]]) -> int:

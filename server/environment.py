@@ -26,9 +26,10 @@ from typing import Any
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
-from ..core.errors import BudgetExhausted, ShellError
+from ..core.errors import BudgetExhausted, FixOSError, ShellError
 from ..core.models import CommandResult, Verdict
 from ..diagnosis.report import Handed, ReportError
+from ..episodes import tasks
 from ..episodes.diagnosed import graded
 from ..episodes.episode import Episode
 from ..scenarios.schema import Scenario
@@ -79,24 +80,30 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
         episode_id: str | None = None,
         task_id: str | None = None,
         level: int | str | None = None,
+        task: str | None = None,
         **kwargs: Any,
     ) -> FixOSObservation:
         with self._lock:
             if self._closed:
                 raise SessionExpired("this session was closed (idle timeout or shutdown); open a new one")
+            try:
+                level_of_task = tasks.task_level(task or tasks.REPAIR)
+            except FixOSError as exc:
+                raise BadRequest(f"task: {exc}") from None
             self._release()
             self._choice = None if task_id is not None or level is None else self._choose(level)
             scenario = self._ctx.scenario(self._choice.task_id if self._choice else task_id)
             seed = 1 if seed is None else seed
             # an episode broken ahead of time for this row (``prepared.py``), unless the
             # caller names the episode: its id labels containers booted before the ask
-            ready = self._ctx.take_prepared(scenario, seed) if episode_id is None else None
+            repair = level_of_task == tasks.REPAIR  # episodes reset ahead of time are repairs
+            ready = self._ctx.take_prepared(scenario, seed) if episode_id is None and repair else None
             if ready is not None:
                 episode = ready.episode
                 episode_id = episode.episode_id
             else:
                 episode_id = episode_id or prepared_episode_id(scenario, seed)
-                episode = self._ctx.open_episode(scenario, seed, episode_id)
+                episode = self._ctx.open_episode(scenario, seed, episode_id, level_of_task)
             self._episode, self._scenario = episode, scenario
             # the pool's refills wait until the first observation too (``HostPool.resetting``)
             quiet = episode.pool.resetting() if episode.pool is not None else contextlib.nullcontext()
@@ -123,6 +130,7 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
                 containers=[h.handle.container_id[:12] for h in episode.stack.hosts.values()],
                 level=self._choice.level if self._choice else None,
                 curriculum=self._choice.why if self._choice else None,
+                task=level_of_task,
             )
             return self._observe("", None, reward=0.0)
 
@@ -150,7 +158,9 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
             self._host_seconds += result.duration
             before, self._view = self._view, self._look(first=False)
             verdict = self._judge()
-            if verdict.solved:  # looks repaired: judge it as the end would (hold periods too)
+            # looks repaired: judge it as the end would (hold periods too); never where the host
+            # must be left as found (a control passes from the start: only DONE or the budget ends it)
+            if verdict.solved and not self._episode.as_found:
                 verdict = self._episode.verify()
             now = progress(verdict)
             shaped = step_reward(
@@ -169,8 +179,9 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
             self._state.remaining_steps = self._shell.remaining_steps
             self._state.task_score = verdict.reward
             final = None
-            if verdict.solved or self._shell.remaining_steps <= 0 or self._time_left() <= 0:
-                final = self._finish(verdict if verdict.solved else None)
+            ended = verdict.solved and not self._episode.as_found
+            if ended or self._shell.remaining_steps <= 0 or self._time_left() <= 0:
+                final = self._finish(verdict if ended else None)
             obs = self._observe(
                 result.output,
                 result.exit_code,
@@ -255,11 +266,15 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
         last observation."""
         assert self._episode is not None
         verdict = verdict or self._episode.verify()
-        self._state.diagnosis = graded(self._reports.text, "agent", self._episode.faults)
+        task = self._episode.task
+        self._state.diagnosis = graded(self._reports.text, "agent", self._episode.faults, task)
+        score = verdict.reward
+        if task in tasks.REPORT_ONLY:  # the report's grade, 0.0 if the host was touched
+            score = tasks.report_reward(verdict, self._state.diagnosis.score)
         self._state.done = True
-        self._state.solved = verdict.solved
-        self._state.final_score = verdict.reward
-        self._state.task_score = verdict.reward
+        self._state.solved = score == 1.0
+        self._state.final_score = score
+        self._state.task_score = score
         if self._choice is not None:
             self._curriculum.record(self._choice, verdict.reward)
         self._release()
@@ -297,7 +312,7 @@ class FixOSEnvironment(Environment[FixOSAction, FixOSObservation, FixOSState]):
             history=self._history[-HISTORY:],
             task_id=scenario.id,
             task_difficulty=scenario.difficulty,
-            instruction=scenario.instruction,
+            instruction=tasks.instruction_for(state.task, scenario.instruction),
             task_score=state.task_score,
             is_success_step=state.done and state.solved,
             remaining_steps=state.remaining_steps,

@@ -121,5 +121,8 @@ class FixOSState(State):
     """the generated world's level when ``reset(level=...)`` chose it"""
     curriculum: str | None = None
     """why that level: start, up, down, hold (``level="auto"``) or fixed"""
+    task: str = "repair"
+    """the task level (``fixos.episodes.tasks``): at diagnose, localise or detect the final score
+    is the report's grade, 0.0 if the agent changed anything"""
     diagnosis: Diagnosed | None = None
     """once done: the kept report's grade (``FixOSObservation.diagnosis``)."""

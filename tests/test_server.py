@@ -653,3 +653,30 @@ def test_the_host_field_runs_on_a_named_host_of_a_multi_host_scenario(client, im
         state = served.http("GET", "/state")[1]
         assert state["step_count"] == 4
         assert state["remaining_steps"] == CATALOG["split_1"].limits.max_steps - 4
+
+
+@pytest.mark.live
+def test_a_report_only_task_scores_the_report_and_a_control_waits_for_done(client, images, test_run_id):
+    with Served(client, images, test_run_id) as served, FixOSEnv(base_url=served.url).sync() as env:
+        first = env.reset(task_id="easy_1", seed=1, task="diagnose")
+        assert "do NOT change anything" in first.observation.instruction and env.state().task == "diagnose"
+        truth = truth_report(truths(served.environment(env.state().episode_id).episode.faults))
+        env.step(FixOSAction(command="service nginx status", report=truth))
+        done = env.step(FixOSAction(command="DONE"))
+        assert done.done and done.observation.task_score == 1.0 and env.state().solved  # the report's grade
+
+        env.reset(task_id="easy_1", seed=1, task="diagnose")  # the same report, but nginx started
+        truth = truth_report(truths(served.environment(env.state().episode_id).episode.faults))
+        env.step(FixOSAction(command="service nginx start", report=truth))
+        done = env.step(FixOSAction(command="DONE"))
+        assert done.done and done.observation.task_score == 0.0, "touching the host costs the score"
+        assert env.state().diagnosis.score == 1.0
+
+        env.reset(task_id="control_1", seed=1)  # nothing broken: a look does not end it
+        looked = env.step(FixOSAction(command="service nginx status"))
+        assert not looked.done and looked.observation.exit_code == 0
+        done = env.step(FixOSAction(command="DONE", report={"healthy": True, "findings": []}))
+        assert done.done and done.observation.task_score == 1.0 and env.state().diagnosis.score == 1.0
+
+        with pytest.raises(Exception, match="task"):
+            env.reset(task_id="easy_1", seed=1, task="fix")
