@@ -31,11 +31,13 @@ def episode(
     transport: str = "exec",
     docker_host: str | None = None,
     scenario_dir: Path = SCENARIO_DIR,
+    task: str = "repair",
 ) -> Iterator[Episode]:
-    """A confirmed-broken host for ``scenario``; removed when the block ends, however it ends."""
+    """A confirmed-broken host for ``scenario``; removed when the block ends, however it ends.
+    ``task``: the task level (``fixos.episodes.tasks``: repair, diagnose, localise, detect)."""
     chosen = select(load_catalog(scenario_dir), [scenario])[0]
     client = connect(docker_host)
     names = {h.image for h in chosen.hosts} | {"inspector"}  # the verifier's vantage point
     images = {name: ensure_image(client, name, lambda line: None) for name in names}
-    with Episode(chosen, seed, client=client, images=images, transport=transport) as ep:
+    with Episode(chosen, seed, client=client, images=images, transport=transport, task=task) as ep:
         yield ep

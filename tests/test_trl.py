@@ -176,3 +176,25 @@ def test_a_row_with_a_level_gets_a_generated_train_world_and_its_curriculum_is_r
     finally:
         for run_id in made:
             remove_labelled(client, run_id=run_id)
+
+
+@pytest.mark.live
+def test_a_row_with_a_task_level_is_rewarded_with_its_report_and_never_for_touching(client, images):
+    env = FixOSToolEnv()
+    made: list[str] = []
+    try:
+        said = env.reset(task_id="easy_1", seed=1, task="detect")
+        made.append(run_ids(env))
+        assert said.startswith(CATALOG["easy_1"].instruction.rstrip()) and "do NOT change anything" in said
+        env.run("service nginx status")
+        assert env.report('{"healthy": false, "findings": []}').startswith("[fixos: report kept")
+        assert env.get_reward() == 1.0 and env.verdict["task"] == "detect" and env.verdict["reward"] == 1.0
+
+        env.reset(task_id="easy_1", seed=1, task="detect")
+        made.append(run_ids(env))
+        env.run("service nginx start")  # a repair, where the task said to change nothing
+        env.report('{"healthy": false, "findings": []}')
+        assert env.get_reward() == 0.0 and env.verdict["diagnosis"]["score"] == 1.0
+    finally:
+        for run_id in made:
+            remove_labelled(client, run_id=run_id)

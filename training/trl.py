@@ -38,6 +38,7 @@ from typing import Any
 
 from ..core.errors import ShellError
 from ..diagnosis.report import Handed, ReportError
+from ..episodes import tasks
 from ..episodes.api import episode
 from ..episodes.diagnosed import graded
 from ..episodes.episode import Episode
@@ -93,11 +94,18 @@ class FixOSToolEnv:
     # -- TRL's contract ------------------------------------------------------------------
 
     def reset(
-        self, task_id: str | None = None, seed: int | None = None, level: int | str | None = None, **row: Any
+        self,
+        task_id: str | None = None,
+        seed: int | None = None,
+        level: int | str | None = None,
+        task: str | None = None,
+        **row: Any,
     ) -> str:
         """Free the previous episode's hosts, start ``task_id`` at ``seed``, return the instruction.
         Without a task id, ``level`` (or FIXOS_LEVEL) draws a generated train world: a level
-        1-5, or ``auto``, this environment's curriculum (``fixos.training.curriculum``)."""
+        1-5, or ``auto``, this environment's curriculum (``fixos.training.curriculum``).
+        ``task``: a row's task level (repair by default; diagnose, localise, detect: the reward
+        is the report's grade, 0.0 if the host was touched)."""
         with self._lock:
             self._release()
             if seed is None:
@@ -111,13 +119,14 @@ class FixOSToolEnv:
                     transport=self._transport,
                     docker_host=self._docker_host,
                     scenario_dir=self._scenario_dir,
+                    task=task or tasks.REPAIR,
                 )
             )
             self._episode = live
             self._steps, self._score, self._verdict = 0, None, None
             self._reports = Handed()
             self._deadline = time.monotonic() + live.scenario.limits.wall_seconds
-            return live.scenario.instruction
+            return tasks.instruction_for(live.task, live.scenario.instruction)
 
     def run(self, command: str) -> str:
         """Run a bash command as root on the broken server and return its output and exit code.
@@ -180,11 +189,17 @@ class FixOSToolEnv:
                 if self._episode is None:
                     return 0.0
                 verdict = self._episode.verify()
-                self._score, self._verdict = verdict.reward, verdict.reward_json()
-                diagnosis = graded(self._reports.text, "agent", self._episode.faults)
+                task = self._episode.task
+                diagnosis = graded(self._reports.text, "agent", self._episode.faults, task)
+                score = verdict.reward
+                if task in tasks.REPORT_ONLY:  # the report's grade, 0.0 if the host was touched
+                    score = tasks.report_reward(verdict, diagnosis.score)
+                self._score, self._verdict = score, verdict.reward_json()
                 self._verdict["diagnosis"] = diagnosis.model_dump()
+                self._verdict["task"] = task
+                self._verdict["reward"] = score
                 if self._choice is not None:  # the curriculum's record, beside the checks
-                    self._curriculum.record(self._choice, verdict.reward)
+                    self._curriculum.record(self._choice, score)
                     self._verdict["curriculum"] = asdict(self._choice)
                 self._release()
             return self._score
