@@ -85,20 +85,30 @@ def untouched_entries(scenario: Scenario) -> list[CheckEntry]:
 
 
 def symptoms_as_found(verdict: Verdict, confirmed: Verdict | None) -> CheckResult:
-    """A gate: every scored check that failed when the faults were confirmed fails still."""
-    before = {c.name for c in (confirmed.checks if confirmed else []) if c.scored and not c.passed}
-    mended = sorted(c.name for c in verdict.checks if c.scored and c.passed and c.name in before)
-    detail = (
-        f"repaired, which the task forbids: {'; '.join(mended)}"
-        if mended
-        else f"{len(before)} symptom(s) still as found"
-    )
-    return CheckResult(f"{STEADY_PREFIX} {AS_FOUND}", "symptoms_as_found", not mended, False, 1.0, detail)
+    """A gate: the checks judge the host as they did when the faults were confirmed. A scored
+    check that failed then must fail still (a symptom repaired, a hog killed); any check
+    that passed then must pass still (a gate the agent broke). A gate that failed then is
+    left as it is: a scenario's own gate on a fault's effect (the data directory's owner)
+    fails at both ends, and one that sees a fault's effect only now and then (a knock on a
+    MariaDB whose connections a flood holds: medium_7, hard_4, split_3) may pass at the
+    end; a repair that made it pass changed a file or a service (``untouched``)."""
+    if confirmed is None:  # fail closed: nothing to compare with
+        return CheckResult(f"{STEADY_PREFIX} {AS_FOUND}", "symptoms_as_found", False, False, 1.0, "no record")
+    before = {c.name: c.passed for c in confirmed.checks}
+    mended = sorted(c.name for c in verdict.checks if c.scored and before.get(c.name) is False and c.passed)
+    broken = sorted(c.name for c in verdict.checks if before.get(c.name) is True and not c.passed)
+    said = [
+        *([f"repaired, which the task forbids: {'; '.join(mended)}"] if mended else []),
+        *([f"broken since: {'; '.join(broken)}"] if broken else []),
+    ]
+    found = sum(1 for passed in before.values() if not passed)
+    detail = "; ".join(said) or f"every check as found ({found} failing, as the faults left them)"
+    return CheckResult(f"{STEADY_PREFIX} {AS_FOUND}", "symptoms_as_found", not said, False, 1.0, detail)
 
 
 def as_found_verdict(verdict: Verdict, confirmed: Verdict | None, level: str) -> Verdict:
     """The final verdict of a host to be left as found: judged as left only, and at a
-    report-only level with every symptom still there (``symptoms_as_found``)."""
+    report-only level compared check by check with the confirmation (``symptoms_as_found``)."""
     checks = list(verdict.checks)
     if level in REPORT_ONLY:
         checks.append(symptoms_as_found(verdict, confirmed))
@@ -106,5 +116,7 @@ def as_found_verdict(verdict: Verdict, confirmed: Verdict | None, level: str) ->
 
 
 def report_reward(verdict: Verdict, diagnosis: float) -> float:
-    """A report-only level's reward: the report's grade if every gate passed, else 0.0."""
-    return diagnosis if all(c.passed for c in verdict.checks if not c.scored) else 0.0
+    """A report-only level's reward: the report's grade if the host is as the agent found it
+    (every check as at the confirmation, ``untouched`` among them), else 0.0."""
+    gate = next((c for c in verdict.checks if c.type == "symptoms_as_found"), None)
+    return diagnosis if gate is not None and gate.passed else 0.0

@@ -6,6 +6,8 @@
 - every adversarial strategy on every scenario it applies to, hard and multi-host ones
   included (``tests/test_adversarial.py`` with FIXOS_ADVERSARY_SWEEP=all): each <= 0.2
   and scored;
+- the oracle at the report-only level ``diagnose`` on every scenario (reports the truth,
+  touches nothing: 1.0; ``tests/test_tasks_live.py`` with FIXOS_TASK_SWEEP=all);
 - with ``--harbor``, every scenario exported and run under Harbor itself
   (``make harbor-check ARGS=--all``).
 
@@ -29,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MODULES = (
     "tests/test_scenarios_live.py::test_scenario_scores",
     "tests/test_adversarial.py::test_adversary_earns_nothing",
+    "tests/test_tasks_live.py::test_the_oracle_that_reports_and_touches_nothing_scores_full_at_diagnose",
 )
 
 
@@ -46,6 +49,7 @@ def main() -> int:
         "FIXOS_SCENARIO_SEEDS": "all",
         "FIXOS_ADVERSARY_SWEEP": "all",
         "FIXOS_GENERATED": "8",
+        "FIXOS_TASK_SWEEP": "all",
     }
     command = [
         sys.executable,

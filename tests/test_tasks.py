@@ -77,6 +77,17 @@ def test_symptoms_mended_at_a_report_only_level_zero_the_report():
     touched = tasks.as_found_verdict(mended, confirmed, "diagnose")
     assert not touched.checks[-1].passed and "page" in touched.checks[-1].detail
     assert tasks.report_reward(touched, 1.0) == 0.0
+    # a scenario's own gate on a fault's effect (an owner the fault changed) fails at both
+    # ends: that is the host as found (medium_4, medium_5, hard_7 and net_3 at `diagnose`)
+    owned = [_check("page", False), _check("owner", False, False)]
+    as_found = tasks.as_found_verdict(Verdict(0.0, owned), Verdict(0.0, owned), "diagnose")
+    assert tasks.report_reward(as_found, 0.8) == 0.8
+    # a gate that failed then and passes now is left to `untouched` (a flooded MariaDB's knock)
+    flapped = tasks.as_found_verdict(
+        Verdict(0.0, [owned[0], _check("owner", True, False)]), Verdict(0.0, owned), "localise"
+    )
+    assert tasks.report_reward(flapped, 1.0) == 1.0
+    assert tasks.report_reward(tasks.as_found_verdict(Verdict(0.0, owned), None, "detect"), 1.0) == 0.0
     gate_failed = Verdict(0.0, [_check("page", False), _check("gate", False, False)])
     assert tasks.report_reward(tasks.as_found_verdict(gate_failed, confirmed, "detect"), 1.0) == 0.0
     # a control in a repair task: judged as left, no symptom gate (nothing was broken)

@@ -4,6 +4,7 @@ repair that is none, and sees a service merely restarted or a file written back 
 
 from __future__ import annotations
 
+import os
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -184,3 +185,44 @@ def test_a_generated_decoy_is_part_of_the_healthy_host_and_removing_it_costs_the
     assert careless.status == "scored" and careless.reward == 0.0, careless.error
     failed = [c for c in careless.verdict.checks if not c.passed]
     assert [c.name for c in failed if "archive" in c.name] == ["last month's order archive is kept on web"]
+
+
+SWEEP = os.environ.get("FIXOS_TASK_SWEEP") == "all"
+AS_FOUND_WORLDS = sorted(CATALOG) if SWEEP else ["medium_4", "medium_5", "medium_7", "net_3", "gen:4:4"]
+"""every scenario in the nightly sweep; in CI, worlds whose own gates judge a fault's effect
+(an owner changed, MariaDB unreachable, a knock on a flooded MariaDB: as found) and a
+generated world with a decoy"""
+
+
+@pytest.mark.live
+def test_the_oracle_that_reports_and_touches_nothing_scores_full_at_diagnose(client, images):
+    run_id = f"test-asfound-{secrets.token_hex(4)}"
+    pool = HostPool(
+        client, images, run_id=run_id, size=2, planned=[CATALOG[w].hosts for w in AS_FOUND_WORLDS]
+    )
+
+    def one(world: str) -> Any:
+        for _ in range(2):  # as the bench does: a harness failure runs once more
+            record = run_episode(
+                CATALOG[world],
+                1,
+                "oracle",
+                client=client,
+                images=images,
+                run_id=run_id,
+                pool=pool,
+                task="diagnose",
+            )[0]
+            if not retry_wanted(record.failure):
+                break
+        return record
+
+    try:
+        with ThreadPoolExecutor(max_workers=2) as workers:
+            records = list(workers.map(one, AS_FOUND_WORLDS))
+    finally:
+        pool.close()
+        remove_labelled(client, run_id=run_id)
+    for world, record in zip(AS_FOUND_WORLDS, records, strict=True):
+        failed = [f"{c.name}: {c.detail}" for c in record.verdict.checks if not c.passed and not c.scored]
+        assert record.status == "scored" and record.reward == 1.0, (world, record.error, failed)
