@@ -43,6 +43,7 @@ from ..scenarios.schema import Scenario
 from ..scenarios.worlds import reference_scripts
 from ..shells.base import Shell
 from ..shells.recording import RecordingShell
+from ..stack.disk_diff import DiskTrail
 from ..stack.hosts import LiveHost, Stack
 from ..stack.inspector import IMAGE_NAME
 from ..stack.judge import Judge
@@ -108,6 +109,7 @@ class Episode:
         """the verdict that confirmed the reset's faults (some scored check failing): the
         running score at step 0, judged already, so a caller need not judge again."""
         self._shell = AgentShells(lambda: self.stack.hosts, scenario.login_host, transport)
+        self.disk = DiskTrail()  # the hosts' upper directories read healthy, confirmed, as left
         self._harness: dict[str, Shell] = {}
         """the harness's session per host, for the faults; never used to judge (``.inspection``)."""
         self._checks = check_entries(scenario)
@@ -130,6 +132,7 @@ class Episode:
         else:
             self.stack.up()
         self.timings.boot = time.monotonic() - started
+        self.disk.healthy(self.stack.hosts)
         # One harness session per host, never handed to the agent: the faults go in through it.
         self._harness.update(self.stack.take_shells())
         keys, cached = self._cached_healthy()
@@ -146,6 +149,7 @@ class Episode:
         self.faults = broken.faults
         self._baseline = broken.baseline
         self.broken_verdict = broken.verdict
+        self.disk.confirmed(self.stack.hosts)
         self.timings.reset = time.monotonic() - started
 
     def _cached_healthy(self) -> tuple[dict[str, str], Baseline]:
@@ -353,6 +357,7 @@ def run_episode(
         except Exception as exc:  # its own bug, or its session lost (a ShellError): judged as left
             record.failure = agent_failure(exc)
         episode.timings.agent = time.monotonic() - started
+        record.disk = episode.disk.left(episode.stack.hosts)  # before the restarts write
         verdict = final_verdict(
             episode.verify, client, [h.handle.container_id for h in episode.stack.hosts.values()], record
         )

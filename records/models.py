@@ -6,7 +6,7 @@ is in ``records.summary``. The transcript of an episode is
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -48,6 +48,42 @@ class Diagnosed(BaseModel):
     """a report that did not parse, in one line naming the field (it scores 0.0)"""
 
 
+class FileChange(BaseModel):
+    """One path a host held otherwise than its image as the agent left it, or that the agent
+    changed since the faults were confirmed (``fixos.stack.disk_diff``). Secrets are redacted
+    before it is built."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    kind: Literal["added", "changed", "deleted", "as image"]
+    """against the image, as left; ``as image``: the agent took back what stood at confirmation."""
+    agent: bool = False
+    """changed between the confirmation of the faults and the agent's last step."""
+    faults: bool = False
+    """changed between the healthy host and the confirmation: the faults' injection."""
+    what: str = ""
+    """one line: text or binary and sizes, a link's target, a mode or owner that moved."""
+    diff: str = ""
+    """a unified diff of the image's text against the left one (capped), when both are text."""
+    agent_diff: str = ""
+    """the agent's own diff (as confirmed against as left), where the host held the file
+    otherwise than its image at confirmation; else ``diff`` is the agent's."""
+
+
+class HostDisk(BaseModel):
+    """What one host holds otherwise than its image at the end of the agent's turn."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str
+    files: list[FileChange] = Field(default_factory=list)
+    note: str = ""
+    """why it was not read (a remote engine), or what was left out (a cap)."""
+    marked: bool = True
+    """False when the readings before the agent's turn are missing: no path is marked then."""
+
+
 class EpisodeRecord(Saved):
     """One finished (or invalid) episode: one line of episodes.jsonl."""
 
@@ -80,6 +116,10 @@ class EpisodeRecord(Saved):
     (``diagnose``, ``localise``, ``detect``) whose reward is the report's grade."""
     control: bool = False
     """a fault-free world: nothing was broken, the right repair is none."""
+    disk: list[HostDisk] | None = None
+    """per host, what it held otherwise than its image as the agent left it, and who changed
+    it (``fixos.stack.disk_diff``); None when not recorded (older records, an episode that
+    ended before the agent's turn did)."""
 
     @property
     def scored(self) -> bool:

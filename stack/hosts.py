@@ -123,7 +123,7 @@ class LiveHost:
         the engine's ``docker diff``, which nothing inside the container can fake.
         A directory reads ``C`` whenever anything below it changed. Where the engine is this
         machine's, read from the container's upper directory (``fixos.stack.overlay``)."""
-        layers = self._view().layers
+        layers = self.view().layers
         if layers is not None:
             walked = overlay_changes(layers)  # ~100 times cheaper, and stricter
             if walked is not None:
@@ -151,32 +151,32 @@ class LiveHost:
         """The file's bytes read through the engine, not through any program in the container."""
         return self.read_files([path])[path]
 
-    def _view(self) -> LocalView:
+    def view(self) -> LocalView:  # what this machine reads of it without the engine: its layers, its root
         if self._local is None:  # asked once: a container's layers and root never move
             self._local = local_view(self._client, self.handle.container_id)
         return self._local
 
     def facts(self) -> HostFacts | None:
         """Fingerprints of its state read from this machine (``fixos.stack.facts``); None elsewhere."""
-        view = self._view()
+        view = self.view()
         if view.layers is None or view.files is None:
             return None
         return HostFacts(view.files.pid, view.layers.upper, view.files.root_fd)
 
     def local_files(self) -> HostFiles | None:
         """Its root, held open from this machine where the engine is local; None elsewhere."""
-        return self._view().files
+        return self.view().files
 
     @property
     def reads_locally(self) -> bool:
         """Whether ``read_files`` reads inside the host's root from here (its /proc too)."""
-        return self._view().files is not None
+        return self.view().files is not None
 
     def read_files(self, paths: list[str]) -> dict[str, bytes | None]:
         """Several files, read inside the host's root from this machine where it is the
         engine's (``fixos.stack.host_files``), else through the engine, one archive per
         config directory (an archive costs ~40 ms whatever its size)."""
-        files = self._view().files
+        files = self.view().files
         if files is not None:
             return {path: files.read(path, ARCHIVE_LIMIT) for path in paths}
         found: dict[str, bytes | None] = dict.fromkeys(paths)

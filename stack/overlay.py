@@ -66,15 +66,21 @@ def local_layers(inspect: dict[str, Any]) -> Layers | None:
     return Layers(upper, tuple(p for p in lower.split(":") if p))
 
 
-def _in_image(layers: Layers, rel: str) -> bool:
+def image_path(layers: Layers, rel: str) -> str | None:
+    """Where on this machine the image's own ``rel`` lies (its topmost layer that holds it);
+    None when the image has none."""
     for lower in layers.lowers:
         try:
             st = os.lstat(lower + rel)
         except OSError:
             continue
         # a whiteout in a higher layer of the image hides what lies below it
-        return not (stat.S_ISCHR(st.st_mode) and st.st_rdev == 0)
-    return False
+        return None if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0 else lower + rel
+    return None
+
+
+def _in_image(layers: Layers, rel: str) -> bool:
+    return image_path(layers, rel) is not None
 
 
 def _xattr(path: str, name: str) -> bytes | None:

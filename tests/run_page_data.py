@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fixos.core.models import CheckResult, InjectedFault, Step, Verdict
 from fixos.records.failures import EpisodeStatus, Failure, FailureKind
-from fixos.records.models import Diagnosed, EpisodeRecord, Timings
+from fixos.records.models import Diagnosed, EpisodeRecord, FileChange, HostDisk, Timings
 from fixos.records.report import write_reports
 from fixos.records.rundir import RunDir
 
@@ -112,11 +112,40 @@ def transcript() -> list[Step]:
     ]
 
 
+def disk() -> list[HostDisk]:
+    """What the oracle changed on disk: its fix of nginx's configuration, after the faults' own
+    change of it, and the host's boot keys (redacted as the recording left them)."""
+    conf = "/etc/nginx/sites-available/shop"
+    return [
+        HostDisk(
+            host="web",
+            files=[
+                FileChange(
+                    path=conf,
+                    kind="changed",
+                    agent=True,
+                    faults=True,
+                    what="text, 4 lines",
+                    diff=f"--- image {conf}\n+++ left {conf}\n@@ -1,2 +1,2 @@\n server {{\n-    listen 80;\n"
+                    "+    listen 80 default_server;",
+                    agent_diff=f"--- confirmed {conf}\n+++ left {conf}\n@@ -1,2 +1,2 @@\n server {{\n"
+                    "-    listen 8O;\n+    listen 80 default_server;",
+                ),
+                FileChange(
+                    path="/etc/ssh/ssh_host_ed25519_key",
+                    kind="added",
+                    what="key material, 399 bytes (contents not shown)",
+                ),
+            ],
+        )
+    ]
+
+
 def make_run(root: Path) -> RunDir:
     """The sample run under ``root``; its reports (summary, scores.svg) written as a bench ends."""
     run = RunDir(root, RUN_ID)
     records = [
-        (record("easy_1", "oracle", 1.0, steps=4), transcript()),
+        (record("easy_1", "oracle", 1.0, steps=4).model_copy(update={"disk": disk()}), transcript()),
         (record("easy_1", "baseline", 0.5, verdict=two_phase_verdict(), diagnosis=0.8), transcript()[:1]),
         (record("easy_1", "baseline", 1.0, seed=2), []),
         (

@@ -34,6 +34,7 @@ from run_page_data import (
 from fixos.bench.local import Events, Job
 from fixos.cli.main import main
 from fixos.core.models import Step
+from fixos.records.models import FileChange, HostDisk
 from fixos.records.rundir import RunDir
 from fixos.views.html import (
     PAGE,
@@ -208,14 +209,28 @@ def test_ordinary_text_is_left_alone() -> None:
     assert redact(text) == text
 
 
-def test_a_diff_of_the_agents_changes_is_shown_redacted(tmp_path: Path) -> None:
+def test_what_the_agent_changed_on_disk_is_shown_per_host_redacted(tmp_path: Path) -> None:
     run = make_run(tmp_path)
-    rec = run.records()[0]
-    diff = f"--- a/etc/shadow\n+++ b/etc/shadow\n-root:{SHADOW_HASH}:1::\n+root:!:1::\n+{PEM}\n<b>x</b>"
-    page = render_episode(EpisodePage(record=rec, changes=diff))
-    assert "What the agent changed on disk" in page
+    rec = next(r for r in run.records() if r.disk)
+    shadow = FileChange(
+        path="/etc/shadow",
+        kind="changed",
+        agent=True,
+        diff=f"--- image /etc/shadow\n+++ left /etc/shadow\n-root:{SHADOW_HASH}:1::\n+root:!:1::\n"
+        f"+{PEM}\n<b>x</b>",
+    )
+    host = HostDisk(host="db", files=[shadow], note="<i>capped</i>")
+    page = render_episode(EpisodePage(record=rec.model_copy(update={"disk": [*(rec.disk or []), host]})))
+    assert "What the agent changed on disk" in page and 'href="#s-changes"' in page
+    assert (
+        '<details class="disk" id="disk-web"><summary>web: 1 path(s) changed by the agent, 1 other(s)' in page
+    )
+    assert '<span class="add">+    listen 80 default_server;</span>' in page
+    assert '<span class="del">-    listen 8O;</span>' in page  # the agent's own diff, the faults' typo
     assert SHADOW_HASH not in page and "MIIEvQ" not in page and "&lt;b&gt;x&lt;/b&gt;" in page
-    assert "What the agent changed" not in render_episode(EpisodePage(record=rec))
+    assert "&lt;i&gt;capped&lt;/i&gt;" in page
+    bare = render_episode(EpisodePage(record=rec.model_copy(update={"disk": None})))
+    assert "What the agent changed" not in bare and 'href="#s-changes"' not in bare
 
 
 # -- compare -----------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The run page as a person sees it, in a real browser: Debian's chromium driven by
 Playwright for Python (``executable_path``: no browser build of Playwright's own is ever
-downloaded). A failed check is visible and red, a long output opens on a click, typing in
-the filter hides rows, a click on a header sorts, a hostile transcript runs nothing.
+downloaded). A failed check is visible and red, a long output opens on a click, what the agent
+changed on disk opens per host with its diff coloured, typing in the filter hides rows, a click
+on a header sorts, a hostile transcript runs nothing.
 
 `make test` installs both first (`make setup-browser`); without them these tests fail,
 saying how to install them: a page nobody looked at is not tested by being skipped. Each
@@ -115,6 +116,20 @@ def test_a_hostile_transcript_is_shown_as_text_and_runs_nothing(browser: Any, ru
     assert HOSTILE in page.locator("#step-0 pre").nth(1).inner_text()
     assert page.locator("img").count() == 0
     assert "[password hash redacted]" in page.locator("#step-2").inner_text()
+    assert page.errors == []
+
+
+def test_what_the_agent_changed_on_disk_shows_once_its_host_is_opened(browser: Any, run_dir: Path) -> None:
+    page = open_page(browser, run_dir / "easy_1-s1-oracle" / PAGE)
+    host = page.locator("details#disk-web")
+    added = host.locator("pre.diff .add", has_text="listen 80 default_server").first
+    assert host.is_visible() and not added.is_visible()  # folded: one line per host
+    host.locator("summary").click()
+    assert added.is_visible() and added.inner_text() == "+    listen 80 default_server;"
+    assert host.locator("#disk-files-web").get_by_text("/etc/nginx/sites-available/shop").is_visible()
+    assert rgb(added.evaluate("e => getComputedStyle(e).backgroundColor"))[1] > 200  # green
+    removed = host.locator("pre.diff .del").first
+    assert removed.is_visible() and rgb(removed.evaluate("e => getComputedStyle(e).color"))[0] > 150  # red
     assert page.errors == []
 
 

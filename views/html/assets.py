@@ -48,6 +48,12 @@ details > summary { cursor: pointer; color: #0969da; }
 .better { background: #dafbe1; color: #116329; font-weight: 600; }
 .worse { background: #ffebe9; color: #b00020; font-weight: 600; }
 img.plot { max-width: 100%; border: 1px solid #d0d7de; margin: .4rem 0; }
+pre.diff .add { color: #116329; background: #dafbe1; }
+pre.diff .del { color: #b00020; background: #ffebe9; }
+pre.diff .hunk { color: #8250df; }
+pre.diff .head { color: #59636e; font-weight: 600; }
+tr.agent td:first-child { font-weight: 600; }
+details.disk { margin: .6rem 0; }
 .banner { background: #ddf4ff; border: 1px solid #54aeff; padding: .4rem .7rem; border-radius: 4px; }
 """
 

@@ -9,8 +9,10 @@ import time
 from typing import Any
 
 from ...core.models import CheckResult
+from ...records.models import FileChange, HostDisk
 from .markup import cell, definitions, document, esc, folded, number, reward_class, table
 from .page import PAGE, EpisodePage
+from .redact import redact
 
 AS_LEFT, AFTER_RESTARTS = "as_left", "after_restarts"
 """the final verdict's phases (``fixos.episodes.durability``), as records name them."""
@@ -56,12 +58,13 @@ def header(page: EpisodePage) -> str:
     if r.engine:
         facts.append(("engine", esc(r.engine)))
     back = f'<p><a href="../{PAGE}">&larr; run {esc(r.run_id)}</a></p>'
-    return back + f"<h1>Episode {esc(r.episode_id)}</h1>" + definitions(facts) + CONTENTS
+    disk = '<a href="#s-changes">changes on disk</a> · ' if r.disk is not None else ""
+    return back + f"<h1>Episode {esc(r.episode_id)}</h1>" + definitions(facts) + CONTENTS.format(disk=disk)
 
 
 CONTENTS = (
     '<p class="small">On this page: <a href="#s-instruction">instruction</a> · <a href="#s-transcript">'
-    'transcript</a> · <a href="#s-verdict">verdict</a> · <a href="#s-faults">faults</a> · '
+    'transcript</a> · <a href="#s-verdict">verdict</a> · <a href="#s-faults">faults</a> · {disk}'
     '<a href="#s-costs">phase costs</a></p>'
 )
 
@@ -180,13 +183,61 @@ def diagnosis(page: EpisodePage) -> str:
     return h2("diagnosis", "Diagnosis per fault") + table("diagnosis", ["match"], rows, sortable=False)
 
 
+def _diff(text: str, what: str) -> str:
+    """A unified diff in a <pre>, each line coloured by what it does (added, removed, a hunk)."""
+    lines = []
+    for line in redact(text).split("\n"):  # whole first: a key split over lines is still one key
+        kind = (
+            "head"
+            if line.startswith(("+++ ", "--- "))
+            else {"+": "add", "-": "del", "@": "hunk"}.get(line[:1])
+        )
+        lines.append(f'<span class="{kind}">{esc(line)}</span>' if kind else esc(line))
+    return f'<p class="small">{esc(what)}</p><pre class="diff">' + "\n".join(lines) + "</pre>"
+
+
+def _by(change: FileChange, marked: bool) -> str:
+    said = [who for who, did in (("agent", change.agent), ("faults", change.faults)) if did]
+    return ", ".join(said) or ("boot" if marked else "-")
+
+
+def _host_disk(host: HostDisk) -> str:
+    mine = sum(f.agent for f in host.files)
+    others = len(host.files) - mine
+    summary = f"{host.host}: {mine} path(s) changed by the agent, {others} other(s) unlike the image"
+    parts = [f'<p class="muted">{esc(host.note)}</p>'] if host.note else []
+    rows = [
+        f'<tr class="{"agent" if f.agent else ""}">{cell(esc(f.path))}{cell(esc(f.kind))}'
+        f"{cell(esc(_by(f, host.marked)))}{cell(esc(f.what))}</tr>"
+        for f in host.files
+    ]
+    if rows:
+        heads = ["path", "against the image", "changed by", "what"]
+        parts.append(table(f"disk-files-{host.host}", heads, rows))
+    for f in host.files:
+        diffs = []
+        if f.agent_diff:
+            diffs.append(_diff(f.agent_diff, "the agent's change: as confirmed broken -> as left"))
+        if f.diff:
+            diffs.append(_diff(f.diff, "against the image (the healthy host): as left"))
+        if diffs:
+            parts.append(f'<div class="file"><h4>{esc(f.path)}</h4>{"".join(diffs)}</div>')
+    head = f'<details class="disk" id="disk-{esc(host.host)}"><summary>{esc(summary)}</summary>'
+    return head + "".join(parts) + "</details>"
+
+
 def changes(page: EpisodePage) -> str:
-    if page.changes is None:
+    disk = page.record.disk
+    if disk is None:
         return ""
     return (
         h2("changes", "What the agent changed on disk")
-        + '<p class="small">Private keys and password hashes are redacted.</p>'
-        + folded(page.changes, "diff")
+        + '<p class="small">Per host, each path it held otherwise than its image when the agent stopped '
+        "(the trees the host writes on its own left out). <b>changed by</b>: <i>agent</i> after the faults "
+        "were confirmed, <i>faults</i> while they went in, <i>boot</i> the host's own setup (not diffed). "
+        "Diffs are against the image; the agent's own diff is added where the faults had changed the file "
+        "first. Private keys and password hashes are redacted; key files show their sizes only.</p>"
+        + "".join(_host_disk(host) for host in disk)
     )
 
 

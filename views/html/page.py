@@ -74,9 +74,6 @@ class EpisodePage:
     the scenario is no longer in the catalogue the page was written with."""
     unreadable: str | None = None
     """why the transcript could not be read, when it could not."""
-    changes: str | None = None
-    """a diff of what the agent changed on disk, when the record holds one (no record does yet:
-    the section is left out)."""
 
 
 def plots(directory: Path) -> list[Plot]:
