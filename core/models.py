@@ -50,7 +50,10 @@ class HostHandle:
     name: str
     container_id: str
     ports: dict[int, int]
-    """container port -> port published on 127.0.0.1."""
+    """container port -> the port this machine reaches it at, on ``address``."""
+    address: str = "127.0.0.1"
+    """where this machine reaches those ports: 127.0.0.1 where the engine published them,
+    the host's own address on a bridge of this machine (``fixos.stack.tunnel``)."""
 
 
 @dataclass(frozen=True)

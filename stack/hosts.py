@@ -38,7 +38,7 @@ from .programs import run_program
 from .roles import ROLE_PROBES, install_peer_key, role_environment
 from .tls import EPISODE_VALIDITY, Validity
 from .tls import install as install_tls
-from .tunnel import Direct, http_get, reach
+from .tunnel import Direct, handle_of, http_get, reach
 
 LABEL_RUN = "fixos.run"
 LABEL_OWNER = "fixos.owner"
@@ -261,7 +261,7 @@ class Stack:
     def up(self) -> None:
         try:
             self._network = self._networks.take(f"fixos-{self.episode_id}", self._labels)
-            self._reach = reach(self._client, self._network.name, self._labels, self._images)
+            self._reach = reach(self._client, self._network, self._labels, self._images)
             for spec in self._specs:
                 self.hosts[spec.name] = self._start(spec)
             if disk_mode(self._client, self._images[self._specs[0].image], self._labels) == "watch":
@@ -283,7 +283,9 @@ class Stack:
             hostname=spec.name,
             labels=self._labels,
             network=self._network.name,
-            ports={f"{p}/tcp": ("127.0.0.1", None) for p in PUBLISHED_PORTS},
+            ports={f"{p}/tcp": ("127.0.0.1", None) for p in PUBLISHED_PORTS}
+            if self._reach.publishes
+            else None,
             mem_limit=f"{spec.memory_mb}m",
             memswap_limit=f"{spec.memory_mb}m",
             nano_cpus=int(spec.cpus * 1e9),
@@ -298,18 +300,13 @@ class Stack:
                 self._network.name: self._client.api.create_endpoint_config(aliases=[spec.name])
             },
             cap_add=list(spec.caps) or None,
-            # No SYS_PTRACE: with it root here could write into the verifier's inspector
-            # (/proc/PID/mem), which joins this PID namespace. The cost: `ss -p`, `lsof`
-            # and /proc/PID/exe no longer name what a setuid daemon holds (mariadbd);
-            # root's own processes (nginx's master, sshd, anything root starts) still show.
+            # No SYS_PTRACE: with it root here could write into an inspector (/proc/PID/mem).
+            # The cost: `ss -p`, `lsof`, /proc/PID/exe name no owner of a setuid daemon's sockets.
         )
         self._containers.append(container)
         container.reload()
-        ports: dict[int, int] = {}
-        for key, bindings in (container.attrs["NetworkSettings"]["Ports"] or {}).items():
-            if bindings:
-                ports[int(key.split("/")[0])] = int(bindings[0]["HostPort"])
-        return LiveHost(self._client, HostHandle(spec.name, container.id, ports), self._key, self._reach)
+        handle = handle_of(self._reach, spec.name, container.attrs, self._network.name, PUBLISHED_PORTS)
+        return LiveHost(self._client, handle, self._key, self._reach)
 
     def _wait_ready(self, spec: HostSpec) -> None:
         host = self.hosts[spec.name]
