@@ -37,6 +37,7 @@ from openenv.core.env_server.types import ConcurrencyConfig
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..core.errors import FixOSError
+from ..episodes import tasks as task_levels
 from .context import BadRequest, ServerContext, SessionExpired
 from .environment import FixOSEnvironment
 from .models import FixOSAction, FixOSObservation, FixOSState
@@ -47,6 +48,7 @@ DEFAULT_MAX_SESSIONS = 8
 DEFAULT_SESSION_TIMEOUT = 900.0
 NEW_SESSION = "new"
 PLAIN_PATHS = ("/reset", "/step", "/state", "/health")
+PREPARED_COUNTS = ("waiting", "preparing", "ready", "failed")
 LOG = logging.getLogger("fixos.server")
 
 
@@ -79,6 +81,8 @@ class PlainRow(BaseModel):
     model_config = ConfigDict(extra="forbid")
     task_id: str
     seed: int = 1
+    task: str | None = None
+    """the row's task level: only repairs are prepared; a report-only row is skipped (reset cold)."""
 
 
 class PlainPrepare(BaseModel):
@@ -251,16 +255,33 @@ def create_fixos_app(
             for s in context.catalog.values()
         ]
 
+    def prepared_status() -> dict[str, Any]:
+        prepared = context.prepared
+        counts = prepared.status() if prepared is not None else dict.fromkeys(PREPARED_COUNTS, 0)
+        return {"ahead": context.prepare_ahead, **counts}
+
+    @app.get("/prepare")
+    async def prepare_status() -> dict[str, Any]:
+        """The episodes prepared ahead: rows waiting, being prepared, ready, failed."""
+        return prepared_status()
+
     @app.post("/prepare")
     async def prepare(request: PlainPrepare) -> dict[str, Any]:
         """Announce the next rows: the server resets them ahead of time (``prepared.py``), and a
-        reset of such a row without an ``episode_id`` takes one ready."""
+        reset of such a row without an ``episode_id`` takes one ready. Report-only rows are
+        skipped: a prepared episode is a repair, which such a reset would not take."""
         try:
-            waiting = context.announce([(row.task_id, row.seed) for row in request.rows])
+            levels = [task_levels.task_level(row.task or task_levels.REPAIR) for row in request.rows]
+        except FixOSError as exc:
+            raise HTTPException(400, f"task: {exc}") from None
+        repairs = [r for r, level in zip(request.rows, levels, strict=True) if level == task_levels.REPAIR]
+        try:
+            for row in request.rows:  # every row names a task, the skipped ones too
+                context.scenario(row.task_id)
+            context.announce([(row.task_id, row.seed) for row in repairs])
         except BadRequest as exc:
             raise HTTPException(400, str(exc)) from None
-        prepared = context.prepared
-        return {"waiting": waiting, "ready": prepared.ready_count() if prepared is not None else 0}
+        return {**prepared_status(), "skipped": len(request.rows) - len(repairs)}
 
     @app.post("/reset")
     async def reset(request: Annotated[PlainReset, Body(default_factory=PlainReset)]) -> dict[str, Any]:

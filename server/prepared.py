@@ -107,6 +107,16 @@ class Prepared:
         with self._cond:
             return len(self._wanted)
 
+    def status(self) -> dict[str, int]:
+        """One consistent look: rows waiting, being prepared, ready, and preparations failed."""
+        with self._cond:
+            return {
+                "waiting": len(self._wanted),
+                "preparing": self._busy,
+                "ready": sum(len(r) for r in self._ready.values()),
+                "failed": self.failures,
+            }
+
     def wait_ready(self, count: int, timeout: float) -> bool:
         """Whether ``count`` episodes are ready within ``timeout`` seconds (benchmarks, tests)."""
         with self._cond:

@@ -32,6 +32,7 @@ from fixos.scenarios.solution import render
 from fixos.scenarios.worlds import split
 from fixos.server import FixOSAction, FixOSEnv
 from fixos.server.app import create_fixos_app
+from fixos.server.client import PrepareStatus
 from fixos.server.environment import FixOSEnvironment, ServerContext
 from fixos.server.hostview import HostView, parse, probe_script
 from fixos.server.models import DiskInfo, ProcessInfo, ServiceInfo
@@ -285,6 +286,60 @@ def test_official_client_oracle_solves_and_nop_does_not(client, images, test_run
         assert done.done and done.observation.task_score == 0.0 and not done.observation.is_success_step
         assert env.state().final_score == 0.0
         print(f"reset via server {reset_s:.2f}s, step {step_s:.2f}s")
+
+
+def test_the_client_takes_the_names_users_give_and_refuses_the_rest_before_sending(monkeypatch):
+    monkeypatch.delenv("FIXOS_URL", raising=False)
+    assert FixOSEnv().base_url == "http://127.0.0.1:8000", "where fixos serve listens by default"
+    monkeypatch.setenv("FIXOS_URL", "http://127.0.0.1:9")  # nothing listens: nothing is sent
+    env = FixOSEnv().sync()
+    longest = max(s.limits.command_timeout for s in CATALOG.values())
+    assert env._async._message_timeout > longest + 60, "the longest command, uncapped, and its judgement"
+    with pytest.raises(TypeError, match="not scenario_idd"):
+        env.reset(scenario_idd="easy_1")
+    with pytest.raises(ValueError, match="task_id='easy_1' and scenario='hard_1' name different tasks"):
+        env.reset(task_id="easy_1", scenario="hard_1")
+    with pytest.raises(ValueError, match=r"rows\[1\]: name the task \(task_id or scenario or scenario_id\)"):
+        env.prepare([{"scenario": "easy_1"}, {"seed": 2, "prompt": "..."}])
+    with pytest.raises(TypeError, match="give rows, or one row"):
+        env.prepare([{"scenario": "easy_1"}], n=4)
+    with pytest.raises(TypeError, match="name the task"):
+        env.prepare(seed=3)
+    env.close()
+
+
+@pytest.mark.live
+def test_prepare_announces_a_row_and_its_reset_takes_the_episode_made_ready(client, images, test_run_id):
+    with (
+        Served(client, images, test_run_id, prepare_ahead=1) as served,
+        FixOSEnv(base_url=served.url).sync() as env,
+    ):
+        nothing = PrepareStatus(ahead=1, waiting=0, preparing=0, ready=0, failed=0)
+        assert env.prepare_status() == nothing
+        with pytest.raises(RuntimeError, match="POST /prepare: 400 no task 'nope'"):
+            env.prepare(scenario="nope")
+        said = env.prepare(  # dataset rows: a report-only one is skipped, other columns ignored
+            [
+                {"scenario": "easy_1", "seed": 5, "prompt": "..."},
+                {"task_id": "easy_1", "seed": 5, "task": "diagnose"},
+            ]
+        )
+        assert said.skipped == 1 and said.waiting + said.preparing + said.ready == 1, said
+        wait_for(lambda: env.prepare_status().ready == 1, timeout=120, delay=0.2)
+        [ready] = [r.episode for rows in served.context.prepared._ready.values() for r in rows]
+        first = env.reset(scenario="easy_1", seed=5).observation
+        state = env.state()
+        assert state.episode_id == ready.episode_id, "the reset took the episode prepared for its row"
+        assert env.prepare_status() == nothing
+        assert first.task_id == "easy_1" and first.task_score == 0.0
+        assert {s.name: s.status for s in first.services}["nginx"] == "stopped"
+        done = env.step(FixOSAction(command="service nginx start"))
+        assert done.done and done.observation.task_score == 1.0
+    with Served(client, images, test_run_id) as served, FixOSEnv(base_url=served.url).sync() as env:
+        assert env.prepare_status().ahead == 0
+        with pytest.raises(RuntimeError, match="start it with --prepare-ahead N"):
+            env.prepare(task_id="easy_1")
+    assert labelled(client, test_run_id) == []
 
 
 @pytest.mark.live
