@@ -1,18 +1,22 @@
 # The two commands users need: `make bench` and `make test`. Both set up what
-# is missing (engine, Python env, images) and skip what is already there.
+# is missing (engine, Python env, images) and skip what is already there,
+# printing `[setup]` lines only: the tools' own output (apt-get, pip, image
+# builds) goes to FIXOS_SETUP_LOG (default results/setup.log), whose last lines
+# a failing step prints. A fresh set-up beside the real one:
+# `make setup VENV=/tmp/v FIXOS_IMAGE_NAMESPACE=scratch FIXOS_SETUP_LOG=/tmp/v.log`.
 VENV  := .venv
 BIN   := $(VENV)/bin
 ARGS  ?=
 
 HARBOR_VERSION ?= 0.26.0
 
-.PHONY: bench test setup-browser nightly perf perf-sessions perf-ray perf-price perf-harbor soak harbor-check lint format setup engine venv images clean
+.PHONY: bench test setup-browser nightly perf perf-sessions perf-ray perf-price perf-harbor soak harbor-check train-smoke lint format setup engine venv images clean
 
 bench: setup
-	$(BIN)/fixos bench $(ARGS)
+	@$(BIN)/fixos bench $(ARGS)
 
 test: setup setup-browser
-	$(BIN)/pytest $(ARGS)
+	@$(BIN)/pytest $(ARGS)
 
 # The full sweep CI only samples: every scenario x seeds 1-3 x oracle/nop/partial and every
 # adversarial strategy where it applies. ARGS="--shard 2/4" for one of 4 machines;
@@ -52,6 +56,11 @@ soak: setup
 harbor-check: setup
 	@scripts/ensure-compose
 	$(BIN)/python scripts/harbor_check.py --harbor-version $(HARBOR_VERSION) $(ARGS)
+
+# TRL itself, not part of CI (it installs torch, transformers and TRL, ~1 GB, into .venv/train):
+# a few GRPO steps of a tiny local model with FixOSToolEnv against live hosts (docs/rl-training.md).
+train-smoke: setup
+	@$(BIN)/python scripts/train_smoke.py $(ARGS)
 
 lint: venv
 	$(BIN)/ruff check .

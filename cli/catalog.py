@@ -20,7 +20,7 @@ from .common import engines, sweep, sweep_if_engine
 
 def cmd_setup(args: argparse.Namespace, console: Console) -> int:
     catalog = load_catalog(args.scenario_dir)
-    for engine in engines(args.docker_host, list(catalog.values()), console):
+    for engine in engines(args.docker_host, list(catalog.values()), console, prefix="[setup] engine: "):
         for name, tag in engine.images.items():
             console.print(escape(f"[setup] {engine.url}: image {name}: {tag} ready"), highlight=False)
     return 0

@@ -118,16 +118,17 @@ def docker_host_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def engine(console: Console, url: str | None = None) -> docker.DockerClient:
+def engine(console: Console, url: str | None = None, prefix: str = "") -> docker.DockerClient:
     client = connect(url)
-    sweep(client, console)
+    sweep(client, console, prefix)
     return client
 
 
-def sweep(client: docker.DockerClient, console: Console) -> None:
+def sweep(client: docker.DockerClient, console: Console, prefix: str = "") -> None:
     swept = sweep_dead_runs(client)
     if swept:
-        console.print(f"removed leftovers of dead run(s): {', '.join(swept)}", highlight=False)
+        line = f"{prefix}removed leftovers of dead run(s): {', '.join(swept)}"
+        console.print(escape(line), highlight=False)
 
 
 def sweep_if_engine(console: Console, urls: Sequence[str] | None = None) -> None:
@@ -146,12 +147,15 @@ def sweep_if_engine(console: Console, urls: Sequence[str] | None = None) -> None
             client.close()
 
 
-def engines(urls: Sequence[str] | None, scenarios: Sequence[Scenario], console: Console) -> list[Engine]:
+def engines(
+    urls: Sequence[str] | None, scenarios: Sequence[Scenario], console: Console, prefix: str = ""
+) -> list[Engine]:
     """Every engine asked for (the local one by default), each with the images present on it:
-    built on the first, copied to the others."""
+    built on the first, copied to the others. ``prefix`` goes before the sweep's line
+    (``fixos setup``'s ``[setup] ``: set-up prints only such lines)."""
     found: list[Engine] = []
     for url in urls or [None]:
-        client = engine(console, url)
+        client = engine(console, url, prefix)
         if not found:
             tags = images(client, scenarios, console)
         else:
@@ -165,7 +169,7 @@ def engines(urls: Sequence[str] | None, scenarios: Sequence[Scenario], console: 
 
 
 def say(console: Console, line: str) -> None:
-    console.print(escape(f"[setup] {line.splitlines()[0][:100]}"), highlight=False, soft_wrap=True)
+    console.print(escape(f"[setup] {line.splitlines()[0]}"), highlight=False, soft_wrap=True)
 
 
 def images(client: docker.DockerClient, scenarios: Sequence[Scenario], console: Console) -> dict[str, str]:

@@ -16,7 +16,7 @@ from docker.errors import DockerException
 from rich.console import Console
 
 from ..bench.local import default_parallelism
-from ..core.errors import FixOSError
+from ..core.errors import FixOSError, SetupFailed
 from ..scenarios.schema import SCENARIO_DIR
 from ..views.console import make_console
 from .calibrate import cmd_calibrate, parse_levels
@@ -287,6 +287,12 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
     except KeyboardInterrupt:
         errors.print("interrupted; containers of this run removed")
         return 130
+    except SetupFailed as exc:  # the one line, then the last lines the step wrote to its log
+        first, *tail = exc.report()
+        code = _error(errors, first)
+        for line in tail:
+            errors.print(line, markup=False, highlight=False, emoji=False)
+        return code
     except FixOSError as exc:
         return _error(errors, str(exc))
     except DockerException as exc:

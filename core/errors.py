@@ -4,6 +4,7 @@ FixOSError
 ├── ScenarioError        a scenario file is malformed (names file and field)
 ├── UnknownTypeError     a fault, check or agent name nobody registered
 ├── EngineError          no Docker engine answers, or an image cannot be built
+│   └── SetupFailed      a set-up step failed: names the step and its log, holds the log's tail
 ├── StackError           a host did not boot or became unreachable
 ├── ShellError           a shell session broke (transport died twice)
 ├── InvalidEpisode       the world could not be set up as the scenario says;
@@ -43,6 +44,22 @@ class UnknownTypeError(FixOSError):
 
 class EngineError(FixOSError):
     pass
+
+
+class SetupFailed(EngineError):
+    """A set-up step (an image build, an install) failed; the message is one line naming the
+    step and the set-up log, ``tail`` the last lines the step wrote there (fixos.stack.setup_log)."""
+
+    def __init__(self, step: str, problem: str, log: str, tail: list[str] | None = None) -> None:
+        self.step, self.problem, self.log = step, problem, log
+        self.tail = tail or []
+        super().__init__(f"{step} failed: {problem}; its output is in {log}")
+
+    def report(self) -> list[str]:
+        """The message, then the tail indented: what a command prints when set-up fails."""
+        if not self.tail:
+            return [str(self)]
+        return [f"{self}, its last lines:", *(f"    {line}" for line in self.tail)]
 
 
 class StackError(FixOSError):

@@ -23,8 +23,10 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from subprocess import STDOUT
 
-from fixos.core.errors import FixOSError
+from fixos.core.errors import FixOSError, SetupFailed
+from fixos.stack.setup_log import DEFAULT_PATH, SETUP_LOG_ENV, SetupLog
 from fixos.stack.sources import pip_build_options
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,23 +88,32 @@ def installed_version(venv: Path = VENV) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def ensure_harbor(version: str = HARBOR_VERSION, venv: Path = VENV, say=print) -> Path:
-    """The ``harbor`` executable of ``venv`` at ``version``, installing it when missing."""
+def ensure_harbor(
+    version: str = HARBOR_VERSION, venv: Path = VENV, say=print, log: SetupLog | None = None
+) -> Path:
+    """The ``harbor`` executable of ``venv`` at ``version``, installing it when missing; venv's
+    and pip's output go to the set-up log, whose last lines a failure carries."""
     if installed_version(venv) == version:
         return venv / "bin" / "harbor"
     python = find_python()
+    log = log or SetupLog(os.environ.get(SETUP_LOG_ENV) or ROOT / DEFAULT_PATH)
     where = venv.relative_to(ROOT) if venv.is_relative_to(ROOT) else venv
-    say(f"[harbor] installing Harbor {version} into {where} with {python} (first run only)")
-    subprocess.run([python, "-m", "venv", "--clear", str(venv)], check=True, timeout=300)
-    done = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", f"harbor=={version}"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise HarborError(f"pip could not install harbor=={version}: {last}")
+    say(f"[setup] harbor: installing Harbor {version} into {where} with {python} (first run only)")
+    pip = [str(venv / "bin" / "pip"), "install", "--disable-pip-version-check", f"harbor=={version}"]
+    steps = [("venv", [python, "-m", "venv", "--clear", str(venv)], 300), ("pip", pip, 900)]
+    try:
+        for what, command, timeout in steps:
+            with log.step(f"harbor: {what}", " ".join(command)) as out:
+                try:
+                    done = subprocess.run(
+                        command, stdout=out, stderr=STDOUT, stdin=subprocess.DEVNULL, timeout=timeout
+                    )
+                except subprocess.TimeoutExpired:
+                    raise log.failed("harbor", f"{what} took over {timeout} s") from None
+                if done.returncode != 0:
+                    raise log.failed("harbor", f"{what} could not install harbor=={version} into {where}")
+    except SetupFailed as failed:
+        raise HarborError("\n".join(failed.report())) from None
     return venv / "bin" / "harbor"
 
 

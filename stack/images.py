@@ -3,6 +3,10 @@
 An image is rebuilt only when a file under its directory or its base image
 changes. The base is ``debian:bookworm-slim`` where a registry serves it;
 otherwise a Debian root filesystem is bootstrapped offline and imported.
+What debootstrap and the builds print goes to the set-up log (``setup_log``).
+The images are ``fixos/<name>:<hash>``; ``FIXOS_IMAGE_NAMESPACE`` builds them
+under another name (``scratch/<name>:<hash>``) beside the real ones, for a fresh
+set-up that leaves those alone (tests/test_setup_log.py). The base is shared.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -21,6 +26,7 @@ import docker
 from docker.errors import APIError, DockerException, ImageNotFound
 
 from ..core.errors import EngineError
+from .setup_log import SetupLog
 from .sources import debian_mirror
 
 # Build contexts ship as the package data of fixos.images; FIXOS_IMAGES_DIR points elsewhere.
@@ -31,8 +37,21 @@ REGISTRY_BASE = f"debian:{RELEASE}-slim"
 # (mkdtemp's), which overlay2 ignores but btrfs keeps, so no daemon user could
 # reach any file; a new tag keeps engines from reusing one of those.
 OFFLINE_BASE = f"fixos/base:{RELEASE}-r2"
+NAMESPACE_ENV = "FIXOS_IMAGE_NAMESPACE"
+_NAMESPACE = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")
 
 Say = Callable[[str], None]
+
+
+def namespace() -> str:
+    """Where FixOS's images are tagged: ``fixos``, or ``FIXOS_IMAGE_NAMESPACE``."""
+    found = os.environ.get(NAMESPACE_ENV) or "fixos"
+    if not _NAMESPACE.match(found):
+        raise EngineError(
+            f"{NAMESPACE_ENV}={found!r} is not an image name: lower-case letters and digits, "
+            "joined by single '.', '_' or '-'"
+        )
+    return found
 
 
 def _exists(client: docker.DockerClient, tag: str) -> bool:
@@ -43,7 +62,7 @@ def _exists(client: docker.DockerClient, tag: str) -> bool:
     return True
 
 
-def _bootstrap_base(client: docker.DockerClient, say: Say) -> None:
+def _bootstrap_base(client: docker.DockerClient, say: Say, log: SetupLog) -> None:
     if shutil.which("debootstrap") is None:
         raise EngineError(
             f"no registry serves {REGISTRY_BASE} and debootstrap is missing; "
@@ -54,15 +73,12 @@ def _bootstrap_base(client: docker.DockerClient, say: Say) -> None:
     say(f"base image: no registry answers; debootstrapping {RELEASE}{where} into {OFFLINE_BASE} (~30 s)")
     root = Path(tempfile.mkdtemp(prefix="fixos-rootfs-"))
     root.chmod(0o755)  # the image's "/" takes this mode (mkdtemp's is 700)
+    command = ["debootstrap", "--variant=minbase", RELEASE, str(root), *([mirror] if mirror else [])]
     try:
-        run = subprocess.run(
-            ["debootstrap", "--variant=minbase", RELEASE, str(root), *([mirror] if mirror else [])],
-            capture_output=True,
-            text=True,
-        )
-        if run.returncode != 0:
-            last = (run.stderr or run.stdout).strip().splitlines()[-1:] or ["?"]
-            raise EngineError(f"debootstrap failed: {last[0]}")
+        with log.step("base image", " ".join(command)) as out:
+            run = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            if run.returncode != 0:
+                raise log.failed("base image", f"debootstrap exited {run.returncode}")
         tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
         try:
             client.api.import_image_from_stream(tar.stdout, repository=OFFLINE_BASE)
@@ -72,7 +88,7 @@ def _bootstrap_base(client: docker.DockerClient, say: Say) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def ensure_base(client: docker.DockerClient, say: Say) -> str:
+def ensure_base(client: docker.DockerClient, say: Say, log: SetupLog | None = None) -> str:
     """The tag of a Debian bookworm base image present on this engine."""
     wanted = os.environ.get("FIXOS_BASE_IMAGE")
     if wanted:
@@ -91,7 +107,7 @@ def ensure_base(client: docker.DockerClient, say: Say) -> str:
         client.images.pull(REGISTRY_BASE)
         return REGISTRY_BASE
     except DockerException:
-        _bootstrap_base(client, say)
+        _bootstrap_base(client, say, log or SetupLog())
         return OFFLINE_BASE
 
 
@@ -138,38 +154,42 @@ def build_context(directory: Path) -> io.BytesIO:
 
 def image_tag(client: docker.DockerClient, name: str, base: str) -> str:
     base_id = client.images.get(base).id
-    return f"fixos/{name}:{content_hash(IMAGES_DIR / name, base_id)}"
+    return f"{namespace()}/{name}:{content_hash(IMAGES_DIR / name, base_id)}"
 
 
-def ensure_image(client: docker.DockerClient, name: str, say: Say) -> str:
-    """Build images/<name> unless an image with the same inputs exists; return its tag."""
+def ensure_image(client: docker.DockerClient, name: str, say: Say, log: SetupLog | None = None) -> str:
+    """Build images/<name> unless an image with the same inputs exists; return its tag.
+    The build's own output goes to the set-up log; a failed build raises SetupFailed."""
     directory = IMAGES_DIR / name
     if not (directory / "Dockerfile").is_file():
         raise EngineError(f"no image named {name!r}: {directory}/Dockerfile does not exist")
-    base = ensure_base(client, say)
+    log = log or SetupLog()
+    base = ensure_base(client, say, log)
     tag = image_tag(client, name, base)
     if _exists(client, tag):
         return tag
-    say(f"image {name}: building {tag} from {base} (about 2 minutes the first time)")
-    try:
-        for chunk in client.api.build(
-            fileobj=build_context(directory),
-            custom_context=True,
-            tag=tag,
-            buildargs={"BASE": base},
-            rm=True,
-            forcerm=True,
-            decode=True,
-            labels={"fixos.image": name},
-        ):
-            if "error" in chunk:
-                raise EngineError(f"building image {name} failed: {chunk['error'].strip()}")
-            line = chunk.get("stream", "").strip()
-            if line.startswith("Step "):
-                say(f"image {name}: {line}")
-    except APIError as exc:
-        raise EngineError(f"building image {name} failed: {exc.explanation}") from None
-    client.images.get(tag).tag(f"fixos/{name}", "latest")
+    say(f"image {name}: building {tag} from {base} (about 2 minutes the first time; output in {log.path})")
+    step = f"image {name}"
+    with log.step(step, f"docker build -t {tag} --build-arg BASE={base} {directory}") as out:
+        try:
+            for chunk in client.api.build(
+                fileobj=build_context(directory),
+                custom_context=True,
+                tag=tag,
+                buildargs={"BASE": base},
+                rm=True,
+                forcerm=True,
+                decode=True,
+                labels={"fixos.image": name},
+            ):
+                out.write(chunk.get("stream", "") or (f"{chunk['status']}\n" if "status" in chunk else ""))
+                if "error" in chunk:
+                    out.write(f"{chunk['error'].rstrip()}\n")
+                    raise log.failed(step, chunk["error"].strip().splitlines()[-1])
+        except APIError as exc:
+            out.write(f"{exc}\n")
+            raise log.failed(step, f"the engine refused the build: {exc.explanation}") from None
+    client.images.get(tag).tag(f"{namespace()}/{name}", "latest")
     return tag
 
 
