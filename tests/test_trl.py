@@ -1,20 +1,20 @@
-"""fixos.training.trl against TRL's environment_factory contract, without TRL, transformers or torch:
+"""fixos.training.trl against TRL's environment_factory contract, without TRL or torch:
 no-argument construction, ``reset(**row)`` returning the instruction, ``run`` and ``report``
-as the only tools (with docstrings that parse the way transformers' ``get_json_schema``
-parses them), the verifier's score from ``get_reward`` with the report's grade beside it,
-and hosts freed on the next reset, when judged and when the instance is dropped."""
+as the only tools (their schemas from transformers' own ``get_json_schema``, which TRL renders
+tools with), the verifier's score from ``get_reward`` with the report's grade beside it,
+and hosts freed on the next reset, when judged and when the instance is dropped.
+``make train-smoke`` (scripts/train_smoke.py) drives the same class through TRL itself."""
 
 from __future__ import annotations
 
 import gc
 import inspect
 import json
-import re
 import shlex
-from typing import get_type_hints
 
 import pytest
 from helpers import labelled, wait_for
+from transformers.utils import get_json_schema  # the dev extra's; it imports without torch
 
 from fixos.diagnosis.truth import truth_report, truths
 from fixos.injector.recipes import CAUSES
@@ -26,31 +26,11 @@ from fixos.training.trl import FixOSToolEnv, close, reward_func
 
 CATALOG = load_catalog()
 
-# transformers.utils.chat_template_utils' Google-docstring parse (what TRL's chat templates
-# render tools with), restated so the test needs no transformers install.
-DESCRIPTION = re.compile(r"^(.*?)[\n\s]*(Args:|Returns:|Raises:|\Z)", re.DOTALL)
-ARGS = re.compile(r"\n\s*Args:\n\s*(.*?)[\n\s]*(Returns:|Raises:|\Z)", re.DOTALL)
-ARG = re.compile(r"(?:^|\n)\s*(\w+):\s*(.*?)\s*(?=\n\s*\w+:|\Z)", re.DOTALL)
-
 
 def tool_schema(func) -> dict:
-    try:
-        from transformers.utils import get_json_schema
-    except ImportError:
-        pass
-    else:
-        return get_json_schema(func)["function"]
-    doc = inspect.getdoc(func).strip()
-    args = ARGS.search(doc)
-    described = dict(ARG.findall(args.group(1))) if args else {}
-    params = {}
-    for name, param in inspect.signature(func).parameters.items():
-        assert param.annotation is not inspect.Parameter.empty, f"{name} has no type hint"
-        assert name in described, f"the docstring's Args: section does not describe {name}"
-        params[name] = {"type": {str: "string", int: "integer"}[get_type_hints(func)[name]]}
-        params[name]["description"] = re.sub(r"\s*\n+\s*", " ", described[name])
-    description = DESCRIPTION.search(doc).group(1).strip()
-    return {"name": func.__name__, "description": description, "parameters": params}
+    """The ``function`` part of the schema TRL puts in the prompt for a tool: transformers'
+    ``get_json_schema``, which raises on a parameter without a type hint or an ``Args:`` line."""
+    return get_json_schema(func)["function"]
 
 
 def tools_trl_sees(env: object) -> list[str]:
@@ -73,15 +53,20 @@ def test_the_contract_without_trl(monkeypatch):
     assert env._draw_task() in CATALOG and FixOSToolEnv()._draw_task() in CATALOG
     tools = tools_trl_sees(env)
     assert tools == ["report", "run"], "a public method would be offered to the model as a tool"
-    schema = tool_schema(env.run)
+    schemas = {name: tool_schema(getattr(env, name)) for name in tools}
+    schema = schemas["run"]
     assert schema["name"] == "run" and schema["description"].startswith("Run a bash command")
-    assert list(schema["parameters"]) == ["command"]
-    assert schema["parameters"]["command"]["type"] == "string"
-    assert "bash command line" in schema["parameters"]["command"]["description"]
-    schema = tool_schema(env.report)
+    params = schema["parameters"]
+    assert params["required"] == ["command"] and list(params["properties"]) == ["command"]
+    command = params["properties"]["command"]
+    assert command["type"] == "string" and "bash command line" in command["description"]
+    assert "exit code" in schema["return"]["description"]
+    schema = schemas["report"]
     assert schema["name"] == "report" and schema["description"].startswith("Hand over your diagnosis")
-    assert list(schema["parameters"]) == ["report"] and schema["parameters"]["report"]["type"] == "string"
-    described = schema["parameters"]["report"]["description"]
+    params = schema["parameters"]
+    assert params["required"] == ["report"] and list(params["properties"]) == ["report"]
+    assert params["properties"]["report"]["type"] == "string"
+    described = params["properties"]["report"]["description"]
     assert '"findings"' in described and "KIND:TARGET" in described and all(c in described for c in CAUSES)
     assert env.run("true").startswith("[fixos:"), "no episode yet: a message, not a crash"
     assert env.report('{"healthy": true}').startswith("[fixos: the episode is over")
