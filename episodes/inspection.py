@@ -150,6 +150,7 @@ def _looking(
     patient: bool,
     memos: dict[str, dict[str, Any]] | None = None,
     facts: Mapping[str, HostFacts | None] | None = None,
+    across: dict[str, str] | None = None,
 ) -> Looking:
     """The probes of one judgement over each host's session, whichever vantage opened it;
     ``memos``: what checks keep per host from one judgement of an episode to the next;
@@ -163,6 +164,7 @@ def _looking(
             root=HOST_ROOT,
             memo=None if memos is None else memos.setdefault(name, {}),
             known_facts=(facts or {}).get(name),
+            across=across,
         )
         for name, shell in shells.items()
     }
@@ -301,7 +303,9 @@ class JudgeSessions:
                     self._kept[name] = future.result()
         if failed:
             raise failed[0]  # type: ignore[misc]
-        yield _looking(dict(self._kept), self.hosts, patient, self._memos, facts)
+        yield _looking(
+            dict(self._kept), self.hosts, patient, self._memos, facts, getattr(self.judge, "lent", None)
+        )
 
     def close(self) -> None:
         kept, self._kept = self._kept, {}

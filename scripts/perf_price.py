@@ -27,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+from cpu_ledger import ledger
 from perf_harbor import machine_cpu_seconds
 from perf_results import write_results
 from rich.table import Table
@@ -171,6 +172,9 @@ def measure_price(runs: int, episodes: int, say=print, scenarios=SCENARIOS) -> d
         figures[f"easy_1 oracle x{episodes} -j {parallel}: machine CPU-s per episode"] = cpu
         if failed:
             say(f"[perf-price] -j {parallel}: {failed} oracle episode(s) not scored 1.0")
+    if episodes:  # where the CPU of an episode goes, by who spent it
+        for name, value in ledger(client, images, catalog, "easy_1", episodes, 4).items():
+            figures[f"easy_1 oracle x{episodes} -j 4, by spender: {name}"] = value
     return figures
 
 

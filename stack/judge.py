@@ -194,6 +194,8 @@ class Judge:
         self._limits = limits or JudgeLimits()
         self._default_timeout = default_timeout
         self._lock = threading.Lock()
+        self.lent: dict[str, str] = {}
+        """answers its judgements lend from one host to another of the same image (``Probe.across``)"""
         self._container: Any = None
         self._socket: str | None = None
         """its socket as this machine reaches it, where it does (``local_socket``)."""

@@ -15,12 +15,15 @@ import os
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fixos.episodes.episode import Episode
 from fixos.episodes.inspection import JudgeSessions
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.solution import render
 from fixos.stack import sockdiag
+from fixos.stack.facts import _related, _relation
 from fixos.stack.hosts import LiveHost
 from fixos.verifier import CHECKS, Check, backend
 
@@ -533,3 +536,18 @@ def test_port_owners_read_from_this_machine_are_ss_p_own(client, images, live_ho
                 by_ss,
                 by_here,
             )
+
+
+_PARTS = st.sampled_from(["etc", "nginx", "ssl", "var", "log", "a", "nginxx", "root"])
+_PATHS = st.lists(_PARTS, min_size=0, max_size=4).map(lambda parts: "/" + "/".join(parts))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    path=_PATHS,
+    trees=st.lists(st.tuples(_PATHS, st.sampled_from(["", "/"])).map("".join), max_size=3),
+    entries=st.lists(_PATHS, max_size=3),
+)
+def test_the_fast_relation_of_paths_is_the_plain_one(path, trees, entries):
+    """``files`` filters a host's entries with ``_relation``; it must say what ``_related`` says."""
+    assert _relation(trees, entries)(path) == _related(path, trees, entries)

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import docker
+import helpers
 import pytest
 from test_inspector import HOSTILE, host, image, in_host, sees_the_host  # noqa: F401  (fixtures)
 
@@ -387,3 +388,59 @@ def test_config_tests_are_kept_while_what_they_read_is_unchanged(client, host, i
             assert check.evaluate(probe, baseline).passed and len(ran) == 9
         finally:
             shell.close()
+
+
+@pytest.mark.live
+def test_a_config_test_is_lent_between_hosts_that_hold_the_same_bytes(client, images, image, test_run_id):  # noqa: F811
+    """MariaDB's and PHP-FPM's config tests read nothing a healthy host changes: one host's
+    answers serve the next host of the image on the judge (nginx's test always runs: it
+    resolves names and loads the episode's certificates). A host whose option files differ
+    (a bogus option in root's ~/.my.cnf) runs its own test and fails it."""
+    from fixos.stack.inspector import HOST_ROOT
+    from fixos.verifier.backend import testinfra_host
+    from fixos.verifier.base import Probe
+    from fixos.verifier.config_tests import ARGV
+    from fixos.verifier.integrity import ServicesOfficial
+
+    ran: list[str] = []
+
+    class Counting:
+        def __init__(self, live):
+            self._host, self.name = live, live.name
+
+        def run_program(self, argv, *args, **kwargs):
+            ran.extend(name for name, a in ARGV.items() if shlex.join(a) in argv[-1])
+            return self._host.run_program(argv, *args, **kwargs)
+
+        def facts(self):
+            return self._host.facts()
+
+        def view(self):
+            return self._host.view()
+
+    check = ServicesOfficial(ServicesOfficial.Params())
+    with (
+        helpers.booted(client, images, test_run_id) as first,
+        helpers.booted(client, images, f"{test_run_id}-b") as second,
+        Judge(client, image, run_id=test_run_id) as judge,
+    ):
+        shells = [judge.session(first), judge.session(second)]
+        try:
+            probes = [
+                Probe(testinfra_host(s, h.name), s, Counting(h), root=HOST_ROOT, memo={}, across=judge.lent)
+                for s, h in zip(shells, (first, second), strict=True)
+            ]
+            time.sleep(0.1)  # past SETTLING_NS since the boot's last writes
+            baseline = check.snapshot(probes[0])
+            assert sorted(ran) == ["mariadbd", "nginx", "php-fpm8.2"] and len(judge.lent) == 2
+            assert check.evaluate(probes[1], baseline).passed and ran[3:] == ["nginx"]  # lent
+            code, out = in_host(client, second, "printf '[mysqld]\\nbogus_option = 1\\n' > /root/.my.cnf")
+            assert code == 0, out
+            time.sleep(0.1)
+            verdict = check.evaluate(probes[1], baseline)
+            assert sorted(ran[4:]) == ["mariadbd", "nginx"], ran  # PHP's lent, MariaDB's its own
+            assert not verdict.passed and "mariadbd's configuration fails its test" in verdict.detail
+            assert check.evaluate(probes[0], baseline).passed and ran[6:] == []  # kept in the episode
+        finally:
+            for shell in shells:
+                shell.close()

@@ -82,6 +82,11 @@ class Probe:
     daemons' config tests, keyed by what they read: ``fixos.verifier.integrity``);
     None where nothing is kept."""
 
+    across: dict[str, str] | None = None
+    """answers one host's judgement may lend another's of the same image on the same engine
+    (the judge's: daemons' config tests keyed by what they read, ``fixos.verifier.config_tests``);
+    None where nothing is lent."""
+
     db_turn: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     """one SQL client of this judgement at a time in the host (``sql``)."""
 
