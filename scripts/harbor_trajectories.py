@@ -4,8 +4,10 @@ A small run is written the way a bench writes it (``RunDir.write_episode``: a sc
 episode whose output holds what JSON and terminals trip on, and an invalid one with no
 command), exported as a Harbor job (``records.harbor_job``), and handed to
 ``scripts/harbor_validate.py`` in Harbor's interpreter: Harbor's ``Trajectory``,
-``TrialResult``, ``JobResult`` and its viewer's scanner must accept every file. No
-engine and no container: it takes about two seconds.
+``TrialResult``, ``JobResult`` and its viewer's scanner must accept every file. Then
+Harbor's viewer itself (``harbor view``, its web server on a free port of 127.0.0.1) must
+list each exported job with all its trials and serve each trial's trajectory through its
+own API. No engine and no container: it takes a few seconds.
 
     .venv/bin/python scripts/harbor_trajectories.py [RUN_DIR ...]
 
@@ -15,9 +17,14 @@ checks the sample run, and any real run directories named, with the Harbor of
 
 from __future__ import annotations
 
+import json
+import socket
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from harbor_env import VENV
@@ -87,7 +94,72 @@ def check(runs: list[Path], out: Path, venv: Path = VENV) -> tuple[bool, str]:
         timeout=300,
     )
     said = (done.stderr.strip() + "\n" + done.stdout.strip()).strip()
-    return done.returncode == 0, said
+    if done.returncode != 0:
+        return False, said
+    viewed, seen = viewer_serves(jobs, dirs, venv)
+    return viewed, f"{said}\n{seen}"
+
+
+def viewer_serves(
+    jobs: Path, runs: list[RunDir], venv: Path = VENV, timeout: float = 60.0
+) -> tuple[bool, str]:
+    """Harbor's own viewer (``harbor view JOBS``) lists every run as a job with all its
+    episodes as trials, and serves each trial's trajectory (the sample's invalid episode has
+    none); (all served, what it saw)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [str(venv / "bin" / "harbor"), "view", str(jobs), "--port", str(port), "--no-build"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}/api"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                listed = {job["name"]: job for job in _get(f"{base}/jobs")["items"]}
+                break
+            except (OSError, urllib.error.URLError, ValueError):
+                if server.poll() is not None or time.monotonic() > deadline:
+                    return False, f"Harbor's viewer did not answer on port {port}"
+                time.sleep(0.3)
+        trajectories = 0
+        for run in runs:
+            job = listed.get(run.run_id)
+            episodes = {r.episode_id for r in run.records()}
+            if job is None or job["n_total_trials"] != len(episodes):
+                return (
+                    False,
+                    f"Harbor's viewer lists {sorted(listed)}, not {run.run_id} with {len(episodes)} trial(s)",
+                )
+            trials = {t["name"] for t in _get(f"{base}/jobs/{run.run_id}/trials")["items"]}
+            if trials != episodes:
+                return (
+                    False,
+                    f"Harbor's viewer shows trials {sorted(trials)} of {run.run_id}, not {sorted(episodes)}",
+                )
+            for episode in sorted(episodes):
+                if not (run.path / episode / "trajectory.json").exists():
+                    continue
+                served = _get(f"{base}/jobs/{run.run_id}/trials/{episode}/trajectory")
+                if served.get("session_id") != f"{run.run_id}/{episode}":
+                    return False, f"Harbor's viewer served no trajectory for {run.run_id}/{episode}"
+                trajectories += 1
+        return True, f"Harbor's viewer lists {len(runs)} job(s) and serves {trajectories} trajectory(ies)"
+    finally:
+        server.terminate()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def _get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return json.loads(answer.read())
 
 
 def main(argv: list[str]) -> int:
