@@ -220,9 +220,12 @@ class HostPool:
         """The shape most short of its target, or None when every shape has enough."""
         best, shortfall = None, 0
         upcoming = None if self._plan is None else Counter(self._plan[: self.size])
+        # resets at work (a taker still waiting for its stack resets nothing yet: counting it
+        # kept every spare's boot behind the reset it waited for, one boot at a time at -j 4)
+        working = self._resetting - sum(self._waiting.values())
         for shape in self._specs:
             spares = self.size if upcoming is None else upcoming[shape]
-            if self._resetting:  # only takers who have nothing to take: resets come first
+            if working > 0:  # only takers who have nothing to take: resets come first
                 spares = 0
             target = max(self._waiting[shape], spares)
             short = target - len(self._ready[shape]) - self._booting[shape]

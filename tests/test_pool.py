@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import collections
 import ipaddress
 import subprocess
+import threading
 import time
 
 import pytest
@@ -15,7 +17,7 @@ from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.schema import HostSpec
 from fixos.stack.hosts import Stack
 from fixos.stack.networks import EpisodeNetworks, bridge_device
-from fixos.stack.pool import HostPool
+from fixos.stack.pool import HostPool, shape_of
 
 
 @pytest.fixture(scope="module")
@@ -214,3 +216,24 @@ def test_an_episode_cannot_take_hosts_from_another_runs_pool(catalog):
 
     with pytest.raises(FixOSError, match="pool of run 'other'"):  # refused before any engine call
         Episode(catalog["easy_1"], 1, client=None, images={}, run_id="mine", pool=Pool())  # type: ignore[arg-type]
+
+
+def _planned_pool(size: int, resetting: int, waiting: int, booting: int) -> HostPool:
+    """A pool's bookkeeping alone (no engine, no thread): what ``_wanted`` decides from."""
+    hosts = [HostSpec(name="web")]
+    shape = shape_of(hosts)
+    pool = HostPool.__new__(HostPool)
+    pool.size, pool._specs, pool._plan = size, {shape: hosts}, [shape] * 12
+    pool._ready = {shape: collections.deque()}
+    pool._booting, pool._waiting = {shape: booting}, {shape: waiting}
+    pool._resetting, pool._lock = resetting, threading.Condition()
+    return pool
+
+
+def test_a_taker_waiting_for_its_stack_does_not_hold_spare_boots_back():
+    """Spares wait while resets work (a boot would slow them), but a reset still waiting for
+    its stack works at nothing: at -j 4, counting it kept spares' boots one at a time."""
+    assert _planned_pool(4, resetting=2, waiting=0, booting=1)._wanted() is None  # resets at work
+    assert _planned_pool(4, resetting=1, waiting=1, booting=1)._wanted() is not None  # only waiting
+    assert _planned_pool(4, resetting=3, waiting=1, booting=1)._wanted() is None  # two at work
+    assert _planned_pool(4, resetting=0, waiting=0, booting=4)._wanted() is None  # enough booting
