@@ -28,6 +28,7 @@ from ..scenarios.schema import HostSpec
 from ..shells.base import Shell
 from ..shells.exec import ExecShell
 from ..shells.ssh import SshShell, new_key, public_line
+from .boot_wait import boot_wait
 from .disk_guard import DiskWatch, bounds_of, disk_mode, host_storage_opt, host_ulimits
 from .facts import HostFacts
 from .host_files import HostFiles, LocalView, local_view
@@ -323,12 +324,7 @@ class Stack:
         shell.run(f"printf '%s\\n' {authorized} > /root/.ssh/authorized_keys", timeout=10)
         if len(self._specs) > 1:
             install_peer_key(shell, self._key)
-        # `read -t` on a pipe nobody writes is a sleep without a fork.
-        shell.run(
-            f"exec 9<> <(:); for ((i = 0; i < {int(BOOT_TIMEOUT * 20)}; i++)); do "
-            f"{hints} && break; read -t 0.05 -u 9; done; exec 9<&-",
-            timeout=BOOT_TIMEOUT + 5,
-        )
+        shell.run(boot_wait(hints, BOOT_TIMEOUT, "mariadb" in spec.services), timeout=BOOT_TIMEOUT + 5)
         while True:
             result = shell.run(command, timeout=10)
             if result.ok:
