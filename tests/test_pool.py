@@ -16,6 +16,7 @@ from fixos.episodes.episode import Episode, run_episode
 from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.schema import HostSpec
 from fixos.stack.hosts import Stack
+from fixos.stack.judge import LABEL_ROLE, ROLE
 from fixos.stack.networks import EpisodeNetworks, bridge_device
 from fixos.stack.pool import HostPool, shape_of
 
@@ -26,7 +27,9 @@ def catalog():
 
 
 def _containers(client, run_id: str) -> list:
-    return client.containers.list(all=True, filters={"label": f"fixos.run={run_id}"}, ignore_removed=True)
+    """The run's hosts (its judge, started with the pool, is no host)."""
+    found = client.containers.list(all=True, filters={"label": f"fixos.run={run_id}"}, ignore_removed=True)
+    return [c for c in found if c.labels.get(LABEL_ROLE) != ROLE]
 
 
 class _PaperStack:
