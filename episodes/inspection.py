@@ -303,9 +303,7 @@ class JudgeSessions:
                     self._kept[name] = future.result()
         if failed:
             raise failed[0]  # type: ignore[misc]
-        yield _looking(
-            dict(self._kept), self.hosts, patient, self._memos, facts, getattr(self.judge, "lent", None)
-        )
+        yield _looking(dict(self._kept), self.hosts, patient, self._memos, facts, self.judge.lent)
 
     def close(self) -> None:
         kept, self._kept = self._kept, {}

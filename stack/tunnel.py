@@ -36,6 +36,7 @@ publishes on its namespace's loopback.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import ipaddress
 import os
 import socket
@@ -229,7 +230,13 @@ def http_get(address: tuple[str, int], path: str, timeout: float = 5.0) -> HttpR
         with urllib.request.urlopen(url, timeout=timeout) as resp:
             return HttpResponse(resp.status, resp.read())
     except urllib.error.HTTPError as exc:
-        return HttpResponse(exc.code, exc.read() or b"")
-    except (OSError, urllib.error.URLError) as exc:
+        # an error page whose body breaks off (the server resets after its headers): the
+        # status stands, the body is what came; never an exception out of a check
+        try:
+            return HttpResponse(exc.code, exc.read() or b"")
+        except (OSError, http.client.HTTPException) as cut:
+            return HttpResponse(exc.code, b"", f"the body broke off: {type(cut).__name__}: {cut}")
+    except (OSError, urllib.error.URLError, http.client.HTTPException) as exc:
+        # a page whose body breaks off is no page served: as if nothing answered
         reason = getattr(exc, "reason", exc)
         return HttpResponse(0, b"", f"{type(reason).__name__}: {reason}", isinstance(reason, TimeoutError))
