@@ -16,7 +16,7 @@ import os
 import stat
 from collections.abc import Callable, Sequence
 
-from .host_files import open_in_root
+from .host_files import open_in_root, read_pinned
 
 Entry = tuple[str, int, int, int, int, int, int, int]
 """as ``fixos.stack.facts.Entry``: path, mode, owner, group, size, modification ns, change ns, inode."""
@@ -68,23 +68,9 @@ def what_is_at(root_fd: int, path: str, limit: int) -> bytes | None:
             return b"link " + os.readlink("", dir_fd=handle).encode("utf-8", "surrogateescape")
         if not stat.S_ISREG(st.st_mode):
             return b"type %o" % stat.S_IFMT(st.st_mode)  # a FIFO or a device is never opened
-        if st.st_size > limit:
-            return None
-        # the O_PATH descriptor pins the inode; reopening it reads that same file
-        fd = os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY)
+        data = read_pinned(handle, limit)
     except OSError:
         return None
     finally:
         os.close(handle)
-    data = b""
-    try:
-        while len(data) <= limit:
-            chunk = os.read(fd, limit + 1 - len(data))
-            if not chunk:
-                break
-            data += chunk
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return None if len(data) > limit else hashlib.sha256(data).digest()
+    return None if data is None else hashlib.sha256(data).digest()

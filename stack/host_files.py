@@ -66,6 +66,31 @@ def open_in_root(root_fd: int, path: str) -> int:
     return int(fd)
 
 
+def read_pinned(handle: int, limit: int) -> bytes | None:
+    """The bytes of the regular file an ``O_PATH`` descriptor (``open_in_root``'s) pins; None
+    for anything else (a FIFO or a device is never opened), past ``limit``, or unreadable."""
+    try:
+        st = os.fstat(handle)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        # The O_PATH descriptor pins the inode; reopening it reads that same file.
+        fd = os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError:
+        return None
+    try:
+        data = bytearray()
+        while len(data) <= limit:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            data += chunk
+        return None if len(data) > limit else bytes(data)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 class HostFiles:
     """The root of one host, held open; ``read`` its regular files."""
 
@@ -92,27 +117,9 @@ class HostFiles:
         except OSError:
             return None
         try:
-            st = os.fstat(handle)
-            if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-                return None
-            # The O_PATH descriptor pins the inode; reopening it reads that same file.
-            fd = os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY)
-        except OSError:
-            return None
+            return read_pinned(handle, limit)
         finally:
             os.close(handle)
-        try:
-            data = bytearray()
-            while len(data) <= limit:
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    break
-                data += chunk
-            return None if len(data) > limit else bytes(data)
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
 
     def walk(self, tops: list[str]) -> Iterator[tuple[str, os.stat_result]]:
         """Every entry at and below each of ``tops``, with its ``lstat``, as ``find -P -xdev``
