@@ -133,6 +133,14 @@ def test_a_shell_step_logs_its_tool_and_a_failure_shows_the_last_lines_it_wrote(
 # -- set-up from scratch: a fresh venv, images under a scratch namespace ----------------------
 
 
+UNCOMPILED = """
+import importlib.util, os, sys
+import fixos.bench.local, fixos.cli, pytest
+print(sum(1 for m in list(sys.modules.values()) if (getattr(m, "__file__", None) or "").endswith(".py")
+          and not os.path.exists(importlib.util.cache_from_source(m.__file__))))
+"""
+
+
 @pytest.mark.live
 def test_a_fresh_set_up_prints_only_setup_lines(tmp_path, client: docker.DockerClient, namespace: str):
     venv, log = tmp_path / "venv", tmp_path / "setup.log"
@@ -158,6 +166,12 @@ def test_a_fresh_set_up_prints_only_setup_lines(tmp_path, client: docker.DockerC
         tags = {tag for image in client.images.list() for tag in image.tags if tag.startswith(namespace)}
         assert {tag.split(":")[0] for tag in tags} == {f"{namespace}/server", f"{namespace}/inspector"}
         assert (venv / "bin" / "fixos").exists()
+        # what a command imports is compiled at set-up, even where no process may write it
+        uncompiled = subprocess.run(
+            [venv / "bin" / "python", "-c", UNCOMPILED], capture_output=True, text=True, timeout=60,
+            env={**env, "PYTHONDONTWRITEBYTECODE": "1"},
+        )  # fmt: skip
+        assert uncompiled.returncode == 0 and uncompiled.stdout.split() == ["0"], uncompiled
 
         # run again, everything is there: each step says so in one line and the log keeps still
         size = log.stat().st_size
