@@ -2,11 +2,12 @@
 `make perf-harbor`): N oracle trials of easy_1 seed 1, C at a time, under Harbor's own
 runner (`harbor run`, its local Docker environment, on the task `fixos export` wrote)
 and as `fixos bench` episodes (the same scenario, N seeds, -j C), in turn, ROUNDS
-times. Each round's figures: wall seconds and machine-wide CPU-seconds (/proc/stat:
-FixOS, Harbor, the engine and everything else on the machine), and the ratio of
-episodes per minute, FixOS / Harbor.
+times, each runner first in every other round and on a quiet machine (``settle``).
+Each round's figures: wall seconds and machine-wide CPU-seconds (/proc/stat: FixOS,
+Harbor, the engine and everything else on the machine), and the ratio of episodes
+per minute, FixOS / Harbor.
 
-    .venv/bin/python scripts/perf_harbor.py [--trials 8] [--concurrent 4] [--rounds 2]
+    .venv/bin/python scripts/perf_harbor.py [--trials 8] [--concurrent 4] [--rounds 4]
 """
 
 from __future__ import annotations
@@ -55,6 +56,18 @@ def _timed(run) -> tuple[float, float, object]:
     return time.monotonic() - wall, machine_cpu_seconds() - cpu, result
 
 
+def settle(limit: float = 30.0, busy: float = 0.15) -> None:
+    """Wait until the machine is quiet (less than ``busy`` CPU-s in a second, at most
+    ``limit`` s): the engine goes on removing a runner's containers after the runner has
+    returned, and the next runner measured must not pay for that."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        before = machine_cpu_seconds()
+        time.sleep(1.0)
+        if machine_cpu_seconds() - before < busy:
+            return
+
+
 def measure_side_by_side(trials: int, concurrent: int, rounds: int, say=print) -> dict[str, float]:
     client = connect()
     catalog = load_catalog()
@@ -90,12 +103,16 @@ def measure_side_by_side(trials: int, concurrent: int, rounds: int, say=print) -
     fixos_round(concurrent)
     rows: dict[str, list[float]] = {k: [] for k in ("harbor_s", "harbor_cpu", "fixos_s", "fixos_cpu")}
     for i in range(rounds):
-        wall, cpu, _ = _timed(lambda i=i: harbor_round(f"round{i}", trials))
-        rows["harbor_s"].append(wall)
-        rows["harbor_cpu"].append(cpu)
-        wall, cpu, _ = _timed(lambda: fixos_round(trials))
-        rows["fixos_s"].append(wall)
-        rows["fixos_cpu"].append(cpu)
+        # each runner starts on a quiet machine, and first in every other round
+        runners = [
+            ("harbor", lambda i=i: harbor_round(f"round{i}", trials)),
+            ("fixos", lambda: fixos_round(trials)),
+        ]
+        for name, runner in runners if i % 2 == 0 else runners[::-1]:
+            settle()
+            wall, cpu, _ = _timed(runner)
+            rows[f"{name}_s"].append(wall)
+            rows[f"{name}_cpu"].append(cpu)
         harbor_s, fixos_s = rows["harbor_s"][-1], rows["fixos_s"][-1]
         say(f"[perf-harbor] round {i + 1}: Harbor {harbor_s:.1f} s, FixOS {fixos_s:.1f} s")
     ratios = [h / f for h, f in zip(rows["harbor_s"], rows["fixos_s"], strict=True)]
@@ -113,7 +130,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=8)
     parser.add_argument("--concurrent", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=4, help="each runner goes first in half of them")
     args = parser.parse_args()
     console = make_console()
     if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode != 0:
