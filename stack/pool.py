@@ -82,7 +82,7 @@ class HostPool:
         self._fillers = [
             threading.Thread(target=self._fill, name=f"pool-fill-{i}", daemon=True) for i in range(workers)
         ]
-        self._networks = EpisodeNetworks(client, keep=True)
+        self._networks = EpisodeNetworks(client, keep=True, wanted=self._network_wanted)
         """the run's networks: a removed stack's is handed to a later one (``EpisodeNetworks``)."""
         self._doomed: queue.Queue[Stack | None] = queue.Queue()
         # A forced remove costs the engine ~0.3 s; two keep up with a busy run.
@@ -209,6 +209,16 @@ class HostPool:
         self.close()
 
     # -- background -------------------------------------------------------
+
+    def _network_wanted(self) -> bool:
+        """Whether a network given back now may serve a later boot: always without a plan;
+        with one, while a planned take has no stack booted or booting for it. The run's
+        last networks go with their stacks, beside its last episodes, not at close (where
+        removing 4 took 1.6 s of a bench of 8 episodes: the engine removes one at a time)."""
+        with self._lock:
+            if self._plan is None:
+                return True
+            return len(self._plan) > sum(map(len, self._ready.values())) + sum(self._booting.values())
 
     def _new_stack(self, hosts: list[HostSpec], episode_id: str) -> Stack:
         return Stack(

@@ -181,6 +181,8 @@ def test_a_stack_takes_the_empty_network_a_removed_one_left_and_the_run_removes_
             attached = client.containers.get(second.hosts["web"].handle.container_id)
             assert list(attached.attrs["NetworkSettings"]["Networks"]) == [made.name]
             assert second.hosts["web"].shell(default_timeout=10).run("getent hosts web").ok
+            # internal where the bridge is this machine's (nothing goes beyond it), served here
+            assert made.attrs["Internal"] is True and second.hosts["web"].http_get(80, "/").status == 200
     finally:
         networks.close()
     assert labelled(client, test_run_id) == []
@@ -240,3 +242,16 @@ def test_a_taker_waiting_for_its_stack_does_not_hold_spare_boots_back():
     assert _planned_pool(4, resetting=1, waiting=1, booting=1)._wanted() is not None  # only waiting
     assert _planned_pool(4, resetting=3, waiting=1, booting=1)._wanted() is None  # two at work
     assert _planned_pool(4, resetting=0, waiting=0, booting=4)._wanted() is None  # enough booting
+
+
+def test_a_network_given_back_is_kept_only_while_a_planned_take_has_no_stack_yet():
+    """The run's last networks are removed as their stacks go, beside the last episodes,
+    not all at close (the engine removes one at a time: 4 took 1.6 s of a bench of 8)."""
+    pool = _planned_pool(4, resetting=0, waiting=0, booting=4)
+    assert pool._network_wanted()  # 12 takes planned, 4 stacks booting
+    pool._plan = pool._plan[:4]
+    assert not pool._network_wanted()  # each planned take has its stack booting
+    pool._booting = dict.fromkeys(pool._booting, 3)
+    assert pool._network_wanted()  # one take still needs a boot
+    pool._plan = None
+    assert pool._network_wanted()  # no plan: an OpenEnv server's pool keeps them all
