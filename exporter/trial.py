@@ -122,7 +122,7 @@ def _start_services(
     services = _compose_services(task)
     if len(services) == 1:
         return None, {}
-    network = create_network(client, f"fixos-{label}", {LABEL_RUN: run_id}, internal=False)
+    network = create_network(client, f"fixos-{label}", {LABEL_RUN: run_id})
     peers = {}
     for name, service in services.items():
         aliases = service.get("networks", {}).get("default", {}).get("aliases", [])

@@ -25,7 +25,6 @@ from docker.errors import APIError, NotFound
 from docker.types import IPAMConfig, IPAMPool
 
 from ..core.errors import StackError
-from .tunnel import bridge_is_here, engine_is_local
 
 DEFAULT_RANGE = "10.213.0.0/16"
 SUBNET_PREFIX = 24
@@ -59,24 +58,10 @@ def _candidates(client: docker.DockerClient) -> Iterator[ipaddress.IPv4Network]:
             yield subnet
 
 
-def route_out_needed(client: docker.DockerClient, network: Any) -> bool:
-    """Whether the hosts' networks must route beyond their bridge: only where this machine
-    reaches the hosts through published ports (a local engine whose bridge is not here, as
-    in a VM, or ``FIXOS_PUBLISH=1``), which the engine's NAT serves. Elsewhere a network is
-    ``internal``: the engine forwards nothing beyond the bridge and writes no NAT rules,
-    half its work to make and remove one (0.089 -> 0.047 CPU-s, 0.20 -> 0.10 s to remove),
-    and one door fewer for a host's root. The hosts' routes look the same (Docker 20.10
-    still gives a gateway); this machine reaches each host on the bridge, a relay too.
-    ``network``: one of the engine's bridges (whose gateway tells where they live)."""
-    if not engine_is_local(client):
-        return False
-    return os.environ.get("FIXOS_PUBLISH") == "1" or not bridge_is_here(network)
-
-
-def create_network(client: docker.DockerClient, name: str, labels: dict[str, str], *, internal: bool) -> Any:
+def create_network(client: docker.DockerClient, name: str, labels: dict[str, str]) -> Any:
     """A bridge network named ``name``: from the engine's pools, else from FixOS's own range."""
     try:
-        return client.networks.create(name, driver="bridge", labels=labels, internal=internal)
+        return client.networks.create(name, driver="bridge", labels=labels)
     except APIError as exc:
         if EXHAUSTED not in str(exc.explanation or exc):
             raise
@@ -85,7 +70,7 @@ def create_network(client: docker.DockerClient, name: str, labels: dict[str, str
         gateway = str(subnet.network_address + 1)
         ipam = IPAMConfig(pool_configs=[IPAMPool(subnet=str(subnet), gateway=gateway)])
         try:
-            return client.networks.create(name, driver="bridge", labels=labels, ipam=ipam, internal=internal)
+            return client.networks.create(name, driver="bridge", labels=labels, ipam=ipam)
         except APIError as exc:  # taken meanwhile by another run, or a route of the machine
             last = exc
     raise StackError(
@@ -119,23 +104,12 @@ class EpisodeNetworks:
         """whether a later stack may still take a network given back (a pool's plan says)."""
         self._free: list[Any] = []
         self._lock = threading.Lock()
-        self._internal: bool | None = None
 
     def take(self, name: str, labels: dict[str, str]) -> Any:
         with self._lock:
             if self._free:
                 return self._free.pop()
-            internal = self._internal
-        network = create_network(self._client, name, labels, internal=internal is not False)
-        if internal is None:  # the first bridge says where the engine's bridges live
-            needed = route_out_needed(self._client, network)
-            with self._lock:
-                self._internal = not needed
-            if needed:
-                with contextlib.suppress(NotFound):
-                    network.remove()
-                network = create_network(self._client, name, labels, internal=False)
-        return network
+        return create_network(self._client, name, labels)
 
     def give(self, network: Any) -> None:
         """Back from a stack that removed its hosts: kept when empty and wanted, else removed."""

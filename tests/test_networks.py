@@ -34,9 +34,7 @@ def test_networks_come_from_fixos_range_when_the_engines_pools_run_out(
     engine = _PoolsUsedUp(client)
     labels = {"fixos.run": test_run_id}
     try:
-        networks = [
-            create_network(engine, f"fixos-{test_run_id}-{i}", labels, internal=False) for i in range(3)
-        ]  # type: ignore[arg-type]
+        networks = [create_network(engine, f"fixos-{test_run_id}-{i}", labels) for i in range(3)]  # type: ignore[arg-type]
         subnets = []
         for network in networks:
             network.reload()

@@ -181,8 +181,6 @@ def test_a_stack_takes_the_empty_network_a_removed_one_left_and_the_run_removes_
             attached = client.containers.get(second.hosts["web"].handle.container_id)
             assert list(attached.attrs["NetworkSettings"]["Networks"]) == [made.name]
             assert second.hosts["web"].shell(default_timeout=10).run("getent hosts web").ok
-            # internal where the bridge is this machine's (nothing goes beyond it), served here
-            assert made.attrs["Internal"] is True and second.hosts["web"].http_get(80, "/").status == 200
     finally:
         networks.close()
     assert labelled(client, test_run_id) == []
