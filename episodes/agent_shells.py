@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agents import Endpoints
-from ..core.errors import FixOSError, ShellError
+from ..core.errors import FixOSError
 from ..core.models import CommandResult
 from ..shells.base import Shell
 from ..stack.hosts import LiveHost
@@ -30,17 +30,6 @@ class AgentShells:
         self.login = login
         self._transport = transport
         self._open: dict[str, Shell] = {}
-        self._spare: dict[str, Shell] = {}
-        """sessions the harness handed on (``adopt``), made new on first use."""
-
-    def adopt(self, shells: Mapping[str, Shell]) -> bool:
-        """Take the harness's sessions (exec only: an agent over ssh logs in), each made a
-        clean one (``BashSession.renew``) when the agent first uses its host; whatever is
-        left unused is closed with the rest. False when the transport takes none."""
-        if self._transport != "exec":
-            return False
-        self._spare.update(shells)
-        return True
 
     def __call__(self, host: str | None = None) -> Shell:
         """The session on ``host`` (default: the login host), opened on first use."""
@@ -49,31 +38,15 @@ class AgentShells:
             hosts = self._hosts()
             if name not in hosts:
                 raise FixOSError(f"no host named {name!r} in this episode (hosts: {', '.join(hosts)})")
-            self._open[name] = self._renewed(name) or self._new(hosts[name])
+            live = hosts[name]
+            self._open[name] = live.shell() if self._transport == "exec" else live.ssh_shell()
         return self._open[name]
-
-    def _new(self, live: LiveHost) -> Shell:
-        return live.shell() if self._transport == "exec" else live.ssh_shell()
-
-    def _renewed(self, name: str) -> Shell | None:
-        shell = self._spare.pop(name, None)
-        renew = getattr(shell, "renew", None)
-        if renew is None:
-            return None
-        try:
-            renew()
-        except ShellError:  # killed or taken over meanwhile: a session of its own
-            with contextlib.suppress(Exception):
-                shell.close()
-            return None
-        return shell
 
     def run(self, command: str, timeout: float | None = None) -> CommandResult:
         return self().run(command, timeout=timeout)
 
     def close(self) -> None:
-        shells = [*self._open.values(), *self._spare.values()]
-        self._open, self._spare = {}, {}
+        shells, self._open = list(self._open.values()), {}
         for shell in shells:
             with contextlib.suppress(Exception):
                 shell.close()

@@ -30,7 +30,13 @@ from ..diagnosis.truth import truth_report, truths
 from ..injector.conflicts import kept_down_by_returning
 from ..injector.families import families_of
 from ..records.baselines import BaselineStore
-from ..records.failures import EpisodeStatus, Failure, FailureKind, agent_failure, harness_failure
+from ..records.failures import (
+    EpisodeStatus,
+    Failure,
+    FailureKind,
+    agent_failure,
+    harness_failure,
+)
 from ..records.models import EpisodeRecord, Timings
 from ..records.rundir import write_interrupted
 from ..scenarios.schema import Scenario
@@ -127,7 +133,7 @@ class Episode:
             self.stack.up()
         self.timings.boot = time.monotonic() - started
         self.disk.healthy(self.stack.hosts)
-        # One harness session per host: the faults go in through it (then the agent's, below).
+        # One harness session per host, never handed to the agent: the faults go in through it.
         self._harness.update(self.stack.take_shells())
         keys, cached = self._cached_healthy()
         broken = break_hosts(
@@ -142,9 +148,6 @@ class Episode:
         self._store.keep(keys, broken.healthy, self.pool.baselines if self.pool is not None else None)
         self.faults = broken.faults
         self._baseline = broken.baseline
-        # The faults are in: the harness's sessions become the agent's (an exec saved a host)
-        if self._shell.adopt(self._harness):
-            self._harness.clear()
         self.broken_verdict = broken.verdict
         self.disk.confirmed(self.stack.hosts)
         self.timings.reset = time.monotonic() - started
@@ -172,11 +175,8 @@ class Episode:
         hosts) once what the agent killed has exited (verifier.exits). Final: judged as
         left, then again once every service restarted (``fixos.episodes.durability``)."""
         started = time.monotonic()
-        # what the agent left running is judged once init adopts it (nothing_new_running),
-        # and so is what the faults left running: the harness's sessions end here too,
-        # whether the agent took them over (exec) or not (ssh)
+        # what the agent left running is judged once init adopts it (nothing_new_running)
         self._shell.close()
-        self._close_harness()
         if self.as_found:  # nothing may have changed: no restart to survive (``.tasks``)
             verdict = tasks.as_found_verdict(self._judge(patient=True), self.broken_verdict, self.task)
             self.timings.verify = self.verify_times.as_left = time.monotonic() - started
@@ -206,8 +206,10 @@ class Episode:
         try:
             if self._sessions is not None:
                 self._sessions.close()
-            self._shell.close()
-            self._close_harness()
+            for shell in [self._shell, *self._harness.values()]:
+                with contextlib.suppress(Exception):
+                    shell.close()
+            self._harness.clear()
         finally:
             if self.pool is not None:
                 self.pool.discard(self.stack)  # removed in the background, off the episode's clock
@@ -228,12 +230,6 @@ class Episode:
         self.close()
 
     # -- helpers ----------------------------------------------------------
-
-    def _close_harness(self) -> None:
-        shells, self._harness = list(self._harness.values()), {}
-        for shell in shells:
-            with contextlib.suppress(Exception):
-                shell.close()
 
     def _harness_shells(self) -> dict[str, Shell]:
         """The harness's session on each host, replaced by a fresh one where it no

@@ -17,7 +17,6 @@ import contextlib
 import os
 import re
 import secrets
-import shlex
 import socket
 import threading
 import time
@@ -35,8 +34,7 @@ from .base import (
 )
 
 STATE_DIR = "/run/fixos-shell"
-SHELL_COMMAND = "bash --noprofile --norc"
-SESSION_COMMAND = f"setsid --wait {SHELL_COMMAND}"
+SESSION_COMMAND = "setsid --wait bash --noprofile --norc"
 _TAIL = 4096
 _GRACE = 3.0
 """seconds to wait for the shell to come back after its command was killed."""
@@ -166,10 +164,6 @@ class BashSession:
         except Exception as exc:  # transport errors, translated at the boundary
             raise ShellError(f"cannot open a shell on {self.where}: {exc}") from exc
         self._open_stream = True
-        self._hello(restore=restore)
-
-    def _hello(self, *, restore: bool) -> None:
-        """The first exchange with a new bash: it says its pid (and restores a state)."""
         # No fork once the state directory exists: a host short of PIDs still gets a session.
         prelude = f"[ -d {STATE_DIR} ] || mkdir -p {STATE_DIR}; unset HISTFILE; builtin echo $$"
         if restore:
@@ -184,36 +178,6 @@ class BashSession:
             heard = " ".join(" ".join(said).split())[:120]
             raise ShellError(f"shell on {self.where} did not start ({heard or 'no answer'})")
         self._pgid = int(said[-1])
-
-    def renew(self) -> None:
-        """The same stream and process made a new session for another user: ``exec``
-        replaces the bash that ran the previous user's commands (its variables, functions,
-        options, traps, directory and umask go with it) by a clean one, in a new state file,
-        as a new stream would start it. The harness hands its session on a host to the
-        agent this way, which saves the engine an exec (~45 ms of machine CPU).
-        ShellError when the new bash does not answer: the caller opens a new session."""
-        with self._turn:
-            if not self._open_stream:
-                raise ShellError("shell is closed")
-            self._state = f"{STATE_DIR}/{secrets.token_hex(8)}"
-            env = " ".join(shlex.quote(f"{k}={v}") for k, v in self._env.items())
-            # The new bash leads a session of its own, apart from what the previous user left
-            # running in the old one's process group. The old bash becomes a bash that waits
-            # for it alone: what the old one started is still its child, and `setsid --wait`
-            # gives up when a child it did not fork ends first (a fault's round of a job).
-            cd = f"builtin cd -- {shlex.quote(self._cwd)}"
-            # (an asynchronous command ignores SIGINT and SIGQUIT: env gives them back)
-            waiter = shlex.quote(f"setsid env --default-signal {SHELL_COMMAND} 0<&0 & wait $!")
-            line = f"{cd}; builtin umask 022; builtin exec env -i {env} bash -c {waiter}\n"
-            try:
-                self._send(line.encode())
-                self._hello(restore=False)
-            except ShellError:
-                self._abandon()
-                raise
-            except Exception as exc:
-                self._abandon()
-                raise ShellError(f"shell on {self.where} lost: {_one_line(exc)}") from exc
 
     def close(self) -> None:
         if self._open_stream:

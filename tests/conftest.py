@@ -78,15 +78,11 @@ def warm_pool(client: docker.DockerClient, images: dict[str, str]) -> Iterator[H
         remove_labelled(client, run_id=run_id)
 
 
-@pytest.fixture(params=["exec", "ssh", "renewed"])
+@pytest.fixture(params=["exec", "ssh"])
 def any_shell(request, live_host: LiveHost) -> Iterator[BashSession]:
-    """The same Shell contract over every transport, and over an exec session another user
-    had (the harness's, which the agent takes over: ``BashSession.renew``)."""
-    opener = live_host.ssh_shell if request.param == "ssh" else live_host.shell
+    """The same Shell contract over every transport."""
+    opener = live_host.shell if request.param == "exec" else live_host.ssh_shell
     shell = opener(default_timeout=10)
-    if request.param == "renewed":
-        shell.run("cd /tmp && umask 077 && export LEFT=1 && left() { :; }; sleep 300 &")
-        shell.renew()
     yield shell
     shell.close()
 

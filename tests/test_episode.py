@@ -22,8 +22,6 @@ from fixos.stack.names import owner_label
 
 pytestmark = pytest.mark.live
 
-WAITER = "bash -c setsid env --default-signal bash --noprofile --norc 0<&0 & wait $!"
-
 
 @pytest.fixture(scope="module")
 def easy_1():
@@ -83,25 +81,17 @@ def test_a_partial_repair_gets_partial_credit(client, images, test_run_id, easy_
     assert failed == ["the site serves its real home page from outside"]
 
 
-def test_the_agent_takes_over_the_harness_session_and_verdicts_need_none(
-    client, images, test_run_id, easy_1, monkeypatch
+def test_verdicts_survive_an_agent_that_stops_or_kills_the_harness_session(
+    client, images, test_run_id, easy_1
 ):
-    """The session that waited for the boot put the faults in, then becomes the agent's
-    (made clean: test_shell); the engine starts no exec for it. Killing what started it,
-    stopping the session, leave the verdicts as they are: the judge needs no session."""
-    execs = []
+    others = "$(pgrep -x bash | grep -vx $$)"  # every bash but the agent's own
     with Episode(easy_1, 1, client=client, images=images, run_id=test_run_id) as ep:
         assert ep.stack.take_shells() == {}, "the harness adopted the session that waited for the boot"
-        create = client.api.exec_create
-        monkeypatch.setattr(client.api, "exec_create", lambda *a, **k: execs.append(a) or create(*a, **k))
-        chain = ep.shell.run("ps -o ppid=,args= -p $PPID; ps -o ppid= -p $(ps -o ppid= -p $PPID)").output
-        # its parent: the harness's bash exec'd into a bash that waits for it, under the exec
-        # that waited for the boot
-        assert chain.split()[1:] == [*WAITER.split(), "0"], chain
-        assert execs == [], "the agent's first command started no exec"
-        ep.shell.run("kill -KILL $PPID")  # the harness's bash, exec'd into the session's parent
+        assert ep.shell.run(f'[ -n "{others}" ]').ok, "the harness keeps a session on the host"
+        ep.shell.run(f"kill -STOP {others}")
         assert ep.verify().reward == 0.0
         ep.shell.run("service nginx start")
+        ep.shell.run(f"kill -KILL {others}")
         assert ep.verify().reward == 1.0
         ep.shell.run("service nginx stop")
         assert ep.verify().reward == 0.0  # a fresh session, not a stale answer
