@@ -71,9 +71,9 @@ def main() -> int:
     started = time.monotonic()
     status = subprocess.call(command, cwd=ROOT, env=env)
     swept = time.monotonic() - started
-    tests = junit_tests(out / "junit.xml")
-    rate = f", {tests} tests, {tests / (swept / 60):.1f} a minute" if tests else ""
     junit = out / "junit.xml"
+    tests = junit_tests(junit)
+    rate = f", {tests} tests, {tests / (swept / 60):.1f} a minute" if tests else ""
     print(f"[nightly] shard {args.shard}: sweep {swept / 60:.1f} min{rate}, exit {status}; {junit}")
     if args.harbor:
         started = time.monotonic()
