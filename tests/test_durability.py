@@ -336,4 +336,10 @@ def test_a_repair_by_hand_or_by_loop_is_scored_low(
     if agent.endswith("restart_loop"):
         # the loop keeps nginx answering; the loop itself is what the healthy host did not
         # run, as left (a final 0.0: the hold's gate says it was not judged)
-        assert failed == {"steady: runs nothing the healthy host did not run"}, record.verdict.checks
+        assert "steady: runs nothing the healthy host did not run" in failed, record.verdict.checks
+        # The fault's watchdog kills nginx every 2 s, the loop starts every service again
+        # every 0.2 s, and during the durability phase it starts them beside the restarts: a
+        # judgement may find nginx gone, or a daemon half-started or twice (of 32 runs, four
+        # at a time, 30 failed only the gate above and 2 one of these too). Nothing else may fail.
+        races = {"nginx is running", "steady: services run as their init scripts start them"}
+        assert failed - races == {"steady: runs nothing the healthy host did not run"}, record.verdict.checks
