@@ -7,8 +7,10 @@ after its owner was SIGKILLed. No judgement starts a container."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import socket
 import subprocess
 import sys
 import time
@@ -27,7 +29,7 @@ from fixos.scenarios.solution import render
 from fixos.stack import inspector as inspector_module
 from fixos.stack.hosts import LABEL_RUN
 from fixos.stack.inspector import host_path
-from fixos.stack.judge import CAPABILITIES, LABEL_ROLE, ROLE, Judge
+from fixos.stack.judge import CAPABILITIES, LABEL_ROLE, ROLE, Judge, _listening
 from fixos.stack.leftovers import sweep_dead_runs
 from fixos.stack.pool import HostPool
 
@@ -444,3 +446,29 @@ def test_a_config_test_is_lent_between_hosts_that_hold_the_same_bytes(client, im
         finally:
             for shell in shells:
                 shell.close()
+
+
+def test_a_socket_counts_as_ready_once_it_listens_not_once_it_is_bound(tmp_path) -> None:
+    """socat's bind() makes the socket's file a moment before its listen(): a session
+    opened between them was refused, and the episode fell back to inspectors."""
+    path = str(tmp_path / "judge.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(path)
+        assert Path(path).exists() and not _listening(os.getpid(), path)
+        server.listen()
+        assert _listening(os.getpid(), path)
+
+
+@pytest.mark.live
+def test_judges_started_side_by_side_each_serve_their_socket_at_once(client, host, image, test_run_id):  # noqa: F811
+    """Episodes without a pool start a judge each; every one is usable through its socket
+    and answers its first session."""
+
+    def start(_: int) -> str:
+        with Judge(client, image, run_id=test_run_id) as judge:
+            assert judge.usable, judge.why_not
+            with judge.session(host) as shell:
+                return shell.run("echo up").output.strip()
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        assert list(pool.map(start, range(6))) == ["up"] * 6
