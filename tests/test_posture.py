@@ -4,6 +4,7 @@ on what the faults left, and fails naming the loosening a repair added."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -12,7 +13,7 @@ from helpers import gate_violated
 from fixos.core.models import CommandResult
 from fixos.verifier import Probe
 from fixos.verifier.configuration import config_files
-from fixos.verifier.posture import LISTED, READ_TRIES, listeners
+from fixos.verifier.posture import LISTED, READ_TRIES, _listeners_now, _maybe_connecting, listeners
 
 
 class _Canned:
@@ -142,9 +143,48 @@ def test_listeners_a_wider_bind_a_new_port_and_a_looser_socket_fail(probe: Probe
         ["service nginx start"],
         "printf '[mysqld]\\nbind-address = 0.0.0.0\\n' > /etc/mysql/mariadb.conf.d/99-zz.cnf && "
         "service mariadb restart >/dev/null && chmod 666 /run/php/php8.2-fpm.sock && "
-        "(setsid nc -lk -p 4444 </dev/null >/dev/null 2>&1 &) && sleep 0.5",
+        "(setsid nc -lk -p 4444 </dev/null >/dev/null 2>&1 &) && "
+        "(setsid nc -lku -p 45454 </dev/null >/dev/null 2>&1 &) && sleep 0.5",
     )
     assert new.startswith("new: ") and gone.startswith("gone: ")
     assert "tcp 0.0.0.0:3306" in new and "tcp 0.0.0.0:4444" in new
+    assert "udp 0.0.0.0:45454" in new  # read twice (an ephemeral port), and still there
     assert "unix /run/php/php8.2-fpm.sock 33:33 666" in new
     assert "tcp 127.0.0.1:3306" in gone and "unix /run/php/php8.2-fpm.sock 33:33 660" in gone
+
+
+def test_a_udp_socket_caught_connecting_is_no_listener_one_that_stays_is() -> None:
+    """A UDP socket is bound to an ephemeral port of any address a moment before its
+    ``connect`` completes (a name lookup): read again, it is gone (connected); a listener
+    is still there. Other listeners are read once."""
+    first = "tcp 0.0.0.0:80\nudp 0.0.0.0:36246\nudp 0.0.0.0:40000\nudp [::]:41000\n"
+    again = "tcp 0.0.0.0:80\nudp 0.0.0.0:40000\nudp 0.0.0.0:50505\n"
+    probe = Probe(None, _Canned([first + LISTED, again + LISTED]), None, root="/proc/1/root")  # type: ignore[arg-type]
+    assert listeners(probe) == ["tcp 0.0.0.0:80", "udp 0.0.0.0:40000"]
+    quiet = _Canned(["tcp 0.0.0.0:80\nudp 0.0.0.0:68\nudp 127.0.0.11:41234\n" + LISTED])
+    assert listeners(Probe(None, quiet, None, root="/proc/1/root")) == [  # type: ignore[arg-type]
+        "tcp 0.0.0.0:80",
+        "udp 0.0.0.0:68",
+        "udp 127.0.0.11:41234",
+    ]
+    assert quiet.outputs == []
+
+
+@pytest.mark.live
+def test_name_lookups_beside_the_reading_add_no_listener(probe: Probe) -> None:
+    """A loop of UDP connects in the host (each a name lookup's first step): single
+    readings catch some sockets half-way through ``connect``, the gate's reading never."""
+    loop = (
+        "perl -MSocket -e 'for (1 .. 2e6) { socket(my $s, PF_INET, SOCK_DGRAM, 0); "
+        'connect($s, pack_sockaddr_in(53, inet_aton("127.0.0.11"))); close $s }\''
+    )
+    started = probe.shell.run(f"setsid timeout 30 {loop} </dev/null >/dev/null 2>&1 & echo $!")
+    assert started.ok and started.output.strip().isdigit(), started.output
+    try:
+        time.sleep(0.2)
+        single = sum(any(_maybe_connecting(line) for line in _listeners_now(probe)) for _ in range(300))
+        settled = [line for _ in range(300) for line in listeners(probe) if _maybe_connecting(line)]
+    finally:
+        probe.shell.run(f"kill {started.output.strip()}")  # timeout passes it on to the loop
+    assert single > 0, "no reading caught a socket connecting: the race is not exercised"
+    assert settled == []
