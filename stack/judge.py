@@ -68,6 +68,7 @@ from ..shells.exec import ExecShell
 from ..shells.unix import UnixShell
 from .hosts import LABEL_OWNER, LABEL_RUN, LiveHost
 from .names import owner_label
+from .sockets import unix_listens
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +80,6 @@ SERVE = [
     "EXEC:/usr/local/sbin/judge-serve,nofork",
 ]
 """The judge's main process: a fork of judge-serve per connection to its socket."""
-_ACCEPTING = 0x10000
-"""``__SO_ACCEPTCON``: the flag of a listening socket in ``/proc/net/unix``."""
 SOCKET_WAIT = 2.0
 """how long socat may take to make its socket once the container runs."""
 ROLE = "judge"
@@ -172,28 +171,15 @@ def local_socket(pid: int, container_id: str) -> str | None:
         return None
     path = f"/proc/{pid}/root{SOCKET}"
     deadline = time.monotonic() + SOCKET_WAIT
-    # Until it accepts a connection, not until the file is there: socat's bind() makes the
-    # file a moment before its listen(), and a session opened between them was refused
-    # (one episode in 16 started 4 at a time, each with its own judge, fell back to inspectors).
-    while not _listening(pid):
+    # Until it listens, not until the file is there: socat's bind() makes the file a moment
+    # before its listen(), and a session opened between them was refused (one episode in 16
+    # started 4 at a time, each with its own judge, fell back to inspectors). Read from its
+    # network namespace's table: a connection to ask would fork a judge-serve for nothing.
+    while not unix_listens(pid, SOCKET):
         if time.monotonic() > deadline:
             return None
         time.sleep(0.01)
     return path
-
-
-def _listening(pid: int, path: str = SOCKET) -> bool:
-    """Whether the judge's socket listens, from its network namespace's table of unix
-    sockets (a connection to ask would fork a judge-serve for nothing)."""
-    try:
-        table = Path(f"/proc/{pid}/net/unix").read_text().splitlines()[1:]
-    except OSError:
-        return False
-    # columns: Num RefCount Protocol Flags Type St Inode Path; __SO_ACCEPTCON in Flags
-    return any(
-        len(row) == 8 and row[7] == path and int(row[3], 16) & _ACCEPTING
-        for row in (line.split() for line in table)
-    )
 
 
 class Judge:

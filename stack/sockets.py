@@ -21,6 +21,8 @@ from .host_files import open_in_root
 
 UDP_UNCONNECTED = 7
 """TCP_CLOSE as a UDP socket's state: bound and not connected, so it takes from anyone."""
+ACCEPTCON = 0x10000
+"""``__SO_ACCEPTCON`` in a ``/proc/net/unix`` row's flags: the socket listens."""
 
 
 def listening_digest(pid: int) -> bytes:
@@ -41,7 +43,7 @@ def listening_digest(pid: int) -> bytes:
         for line in lines:
             fields = line.split()
             if table == "unix":
-                if len(fields) >= 7 and int(fields[3], 16) & 0x10000:  # __SO_ACCEPTCON
+                if len(fields) >= 7 and int(fields[3], 16) & ACCEPTCON:
                     rows.append((table, fields[4], fields[6], fields[7] if len(fields) > 7 else ""))
             elif len(fields) >= 10 and (table.startswith("udp") or fields[3] == "0A"):
                 rows.append((table, fields[1], fields[7], fields[9]))
@@ -73,7 +75,7 @@ def listener_lines(pid: int, root_fd: int) -> list[str] | None:
         # listening (__SO_ACCEPTCON), or not connected: what ``ss -l`` lists
         if len(fields) < 8 or not fields[7].startswith("/"):
             continue
-        if not int(fields[3], 16) & 0x10000 and fields[5] == "03":
+        if not int(fields[3], 16) & ACCEPTCON and fields[5] == "03":
             continue
         try:
             handle = open_in_root(root_fd, fields[7])
@@ -85,6 +87,17 @@ def listener_lines(pid: int, root_fd: int) -> list[str] | None:
             os.close(handle)
         found.add(f"unix {fields[7]} {st.st_uid}:{st.st_gid} {stat.S_IMODE(st.st_mode):o}")
     return sorted(found)
+
+
+def unix_listens(pid: int, path: str) -> bool:
+    """Whether a UNIX socket bound to ``path`` listens in ``pid``'s network namespace (its
+    file can be there a moment before: ``bind`` makes it, ``listen`` comes after)."""
+    try:
+        with open(f"/proc/{pid}/net/unix", encoding="utf-8", errors="replace") as f:
+            rows = [line.split() for line in f.read().splitlines()[1:]]
+    except OSError:
+        return False
+    return any(len(row) == 8 and row[7] == path and int(row[3], 16) & ACCEPTCON for row in rows)
 
 
 def tcp_owners(pid: int, port: int, processes: Iterable[tuple[str, bytes]]) -> list[str] | None:

@@ -29,9 +29,10 @@ from fixos.scenarios.solution import render
 from fixos.stack import inspector as inspector_module
 from fixos.stack.hosts import LABEL_RUN
 from fixos.stack.inspector import host_path
-from fixos.stack.judge import CAPABILITIES, LABEL_ROLE, ROLE, Judge, _listening
+from fixos.stack.judge import CAPABILITIES, LABEL_ROLE, ROLE, Judge
 from fixos.stack.leftovers import sweep_dead_runs
 from fixos.stack.pool import HostPool
+from fixos.stack.sockets import unix_listens
 
 APP_INI = "/etc/shop/app.ini"
 
@@ -454,9 +455,9 @@ def test_a_socket_counts_as_ready_once_it_listens_not_once_it_is_bound(tmp_path)
     path = str(tmp_path / "judge.sock")
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
         server.bind(path)
-        assert Path(path).exists() and not _listening(os.getpid(), path)
+        assert Path(path).exists() and not unix_listens(os.getpid(), path)
         server.listen()
-        assert _listening(os.getpid(), path)
+        assert unix_listens(os.getpid(), path)
 
 
 @pytest.mark.live
