@@ -20,6 +20,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import docker
 
@@ -56,7 +57,7 @@ from .blame import final_verdict
 from .diagnosed import diagnosed
 from .durability import PhaseTimes, durable_verdict
 from .inspection import JudgeSessions, Looking, failing_disturbed, vantage
-from .phases import break_hosts, check_entries, fault_entries
+from .phases import break_hosts, check_entries, fault_entries, tests_before_faults
 
 
 def new_run_id() -> str:
@@ -110,8 +111,8 @@ class Episode:
         running score at step 0, judged already, so a caller need not judge again."""
         self._shell = AgentShells(lambda: self.stack.hosts, scenario.login_host, transport)
         self.disk = DiskTrail()  # the hosts' upper directories read healthy, confirmed, as left
-        self._harness: dict[str, Shell] = {}
-        """the harness's session per host, for the faults; never used to judge (``.inspection``)."""
+        self._harness: dict[str, Shell] = {}  # per host, for the faults; never to judge (``.inspection``)
+        self._early: dict[str, dict[str, Any]] = {}  # the config tests answered before the faults
         self._checks = check_entries(scenario)
         self.as_found = tasks.leaves_as_found(self.task, len(scenario.faults))
         """whether the host must be left as the agent found it (``fixos.episodes.tasks``)."""
@@ -135,6 +136,7 @@ class Episode:
         self.disk.healthy(self.stack.hosts)
         # One harness session per host, never handed to the agent: the faults go in through it.
         self._harness.update(self.stack.take_shells())
+        self._early = tests_before_faults(self.stack.hosts, self._harness, self._services())
         keys, cached = self._cached_healthy()
         broken = break_hosts(
             self._checks,
@@ -256,7 +258,7 @@ class Episode:
         if self.pool is None and self._own_judge is None:
             self._own_judge = Judge(self._client, image, run_id=self.run_id)
         judge = self.pool.judge if self.pool is not None else self._own_judge
-        self._sessions = JudgeSessions.kept(self._sessions, judge, self.stack.hosts)
+        self._sessions = JudgeSessions.kept(self._sessions, judge, self.stack.hosts, self._early)
         return vantage(self._client, self.stack.hosts, image, judge, patient=patient, sessions=self._sessions)
 
     def _judge(self, *, patient: bool, holding: bool = True) -> Verdict:

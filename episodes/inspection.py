@@ -4,12 +4,11 @@ through: a session per host in the engine's long-lived judge (``fixos.stack.judg
 (``fixos.stack.inspector``, ``inspected``) started when the judgement starts and
 removed when it ends.
 
-A host that kills its inspector (a kill loop the agent left behind, ``kill -9
--1``) cannot be judged: every check of that host fails, with that reason. It is
-the agent's doing, so the episode is scored, never invalid: an inspector whose
-session dies, or that fails twice to start beside a host the engine still
-runs. An inspector that cannot start beside a host that is gone is the
-harness's failure (StackError).
+A host that kills its inspector (a kill loop the agent left behind, ``kill -9 -1``)
+cannot be judged: every check of that host fails, with that reason. It is the agent's
+doing, so the episode is scored, never invalid: an inspector whose session dies, or
+that fails twice to start beside a host the engine still runs. One that cannot start
+beside a host that is gone is the harness's failure (StackError).
 """
 
 from __future__ import annotations
@@ -37,6 +36,8 @@ from ..verifier.backend import kept_testinfra_host
 from ..verifier.verify import reward_of
 
 KILLED = "the host kills its inspector"
+Memos = dict[str, dict[str, Any]]
+"""per host, what checks keep from one judgement of an episode to the next (``Probe.memo``)"""
 
 
 class WatchedShell:
@@ -202,13 +203,12 @@ def inspected(
 class JudgeSessions:
     """One session per host in the engine's judge, kept from one judgement of an episode to
     the next: opening one (an engine exec, entering the host's namespaces, a /proc mount, a
-    bash) costs more than most judgements' commands, and the running score after each step
-    judges again and again. Each judgement first asks every kept session to echo a token
-    it has never seen (a host may have killed or stopped it since: root there sees the
-    session's processes, though it can neither enter nor trace them); one that does not
-    answer as itself at once is closed and a new one opened; one that does copies the
-    host's name files again (the agent may have repaired /etc/hosts since). The sessions are the
-    episode's only: ``close`` ends them with it.
+    bash) costs more than most judgements' commands, and the running score judges again and
+    again. Each judgement first asks every kept session to echo a token it has never seen
+    (root in the host sees the session's processes, though it can neither enter nor trace
+    them); one that does not answer as itself at once is replaced; one that does copies
+    the host's name files again (the agent may have repaired /etc/hosts since). The sessions
+    are the episode's only: ``close`` ends them with it.
 
     A host whose session does not open, or breaks, while the engine still runs it is
     marked in ``disturbed`` (its doing: a kill loop); a host the engine no longer runs is
@@ -223,11 +223,11 @@ class JudgeSessions:
     judgement runs: beside them they once recorded the judge's other sessions' commands
     (find, mount, mariadb) as the healthy host's programs (12 healthy hosts refused)."""
 
-    def __init__(self, judge: Judge, hosts: Mapping[str, LiveHost]) -> None:
+    def __init__(self, judge: Judge, hosts: Mapping[str, LiveHost], memos: Memos | None = None) -> None:
         self.judge = judge
         self.hosts = hosts
         self._kept: dict[str, SessionPool] = {}
-        self._memos: dict[str, dict[str, Any]] = {}
+        self._memos: Memos = {name: dict(entries) for name, entries in (memos or {}).items()}
         self._names: dict[str, bytes] = {}
         """per host, the fingerprint of its name files when its sessions last copied them."""
         self._answered: dict[str, bytes] = {}
@@ -235,14 +235,15 @@ class JudgeSessions:
 
     @classmethod
     def kept(
-        cls, sessions: JudgeSessions | None, judge: Judge | None, hosts: Mapping[str, LiveHost]
+        cls, sessions: JudgeSessions | None, judge: Judge | None, hosts: Mapping[str, LiveHost], memos: Memos
     ) -> JudgeSessions | None:
-        """``sessions`` when they serve ``judge`` on ``hosts``; else new ones (those closed)."""
+        """``sessions`` when they serve ``judge`` on ``hosts``; else new ones (those closed)
+        whose checks find ``memos`` kept per host (``phases.tests_before_faults``)."""
         if sessions is not None and sessions.judge is judge and sessions.hosts is hosts:
             return sessions
         if sessions is not None:
             sessions.close()
-        return None if judge is None else cls(judge, hosts)
+        return None if judge is None else cls(judge, hosts, memos)
 
     def _open(self, name: str) -> WatchedShell:
         try:

@@ -24,9 +24,11 @@ from ..core.models import InjectedFault, Verdict
 from ..core.registry import Registry
 from ..injector import FAULTS, Fault, inject_all
 from ..scenarios.schema import Scenario
+from ..scenarios.steady import SERVICE_DAEMONS
 from ..shells.base import Shell
 from ..verifier import CHECKS, Baseline, Check, CheckEntry, HostAccess, Probe, judge
 from ..verifier.backend import testinfra_host
+from ..verifier.config_tests import answered_before_faults
 from .inspection import KILLED, Looking
 
 T = TypeVar("T")
@@ -180,3 +182,18 @@ def break_hosts(
     elif broken.verdict.solved:
         raise InvalidEpisode("the injected faults left every scored check passing")
     return BrokenHosts(injected, healthy, broken.baseline, broken.verdict)
+
+
+def tests_before_faults(
+    hosts: Mapping[str, HostAccess], shells: Mapping[str, Shell], services: Mapping[str, Sequence[str]]
+) -> dict[str, dict[str, Any]]:
+    """Per host, the daemons' config tests its harness session answers before any fault or
+    agent touched it (``fixos.verifier.config_tests.answered_before_faults``): an engine
+    exec spared at the reset's judgement, where the configuration was left as it booted."""
+    found = {}
+    for name, shell in shells.items():
+        daemons = [SERVICE_DAEMONS[s] for s in services.get(name, ()) if s in SERVICE_DAEMONS]
+        entries = answered_before_faults(getattr(hosts[name], "facts", lambda: None)(), shell, daemons)
+        if entries:
+            found[name] = entries
+    return found

@@ -449,6 +449,37 @@ def test_a_config_test_is_lent_between_hosts_that_hold_the_same_bytes(client, im
                 shell.close()
 
 
+@pytest.mark.live
+@pytest.mark.parametrize("sid, breaks_nginx", [("easy_1", False), ("medium_1", True)])
+def test_nginx_tested_before_the_faults_spares_the_resets_exec(
+    client, images, test_run_id, sid, breaks_nginx, monkeypatch
+):
+    """nginx's config test, answered through the harness's session before any fault went in
+    (``tests_before_faults``), is what the reset's judgement finds while what the test reads
+    is unchanged: easy_1 stops nginx, and no engine exec runs the test. A fault that breaks
+    nginx's configuration (medium_1) makes that judgement run it in the host through the
+    engine, where it fails (nginx then need not pass it to count as repaired). Either way the
+    oracle's repair scores 1.0."""
+    from fixos.stack.hosts import LiveHost
+    from fixos.verifier.config_tests import ARGV
+
+    ran: list[str] = []
+    run_program = LiveHost.run_program
+
+    def counting(self, argv, *args, **kwargs):
+        ran.extend(name for name, a in ARGV.items() if shlex.join(a) in argv[-1])
+        return run_program(self, argv, *args, **kwargs)
+
+    monkeypatch.setattr(LiveHost, "run_program", counting)
+    scenario = load_catalog()[sid]
+    gate = next(c.name for c in scenario.checks if c.type == "services_official")
+    with Episode(scenario, 1, client=client, images=images, run_id=test_run_id) as ep:
+        assert ("nginx" in ran) == breaks_nginx, ran
+        assert ("nginx" in ep._baseline[gate]["must_test"]) != breaks_nginx
+        ep.shell.run(render(scenario.solution, ep.faults), timeout=120)
+        assert ep.verify().reward == 1.0
+
+
 def test_a_socket_counts_as_ready_once_it_listens_not_once_it_is_bound(tmp_path) -> None:
     """socat's bind() makes the socket's file a moment before its listen(): a session
     opened between them was refused, and the episode fell back to inspectors."""
