@@ -12,12 +12,12 @@ from ..core.models import CommandResult
 from .base import TIMEOUT_EXIT_CODE
 
 
-def side_by_side(bodies: Sequence[str]) -> list[str]:
-    """The argv of one ``sh`` script (the host's own) that runs each of ``bodies`` (the body
+def side_by_side(bodies: Sequence[str], shell: str = "/bin/sh") -> list[str]:
+    """The argv of one ``shell`` script (the host's own) that runs each of ``bodies`` (the body
     of a shell function) in a subshell of its own, all side by side, and tags each line
     they print with the body's index, then ``<index> EXIT <code>`` once it ended: one
     engine exec for several programs (an exec costs the engine ~70 CPU-ms). ``Tagged``
-    reads its output back. The host's ``sh`` is the image's exactly when the
+    reads its output back. The host's shell is the image's exactly when the
     ``programs_unchanged`` gate passes, and without it no verdict counts."""
     parts = []
     for i, body in enumerate(bodies):
@@ -26,7 +26,7 @@ def side_by_side(bodies: Sequence[str]) -> list[str]:
             f"( o=$(run_{i}); rc=$?; printf '%s\\n' \"$o\" | while IFS= read -r l; do "
             f"[ -n \"$l\" ] && printf '{i} %s\\n' \"$l\"; done; printf '{i} EXIT %d\\n' $rc ) &"
         )
-    return ["/bin/sh", "-c", "\n".join([*parts, "wait"]) + "\n"]
+    return [shell, "-c", "\n".join([*parts, "wait"]) + "\n"]
 
 
 class Tagged:
