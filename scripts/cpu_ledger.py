@@ -50,13 +50,17 @@ def daemons_cpu() -> float:
 
 
 class Watch(threading.Thread):
-    """Polls the containers' cgroups and shims: the last reading of each, kept after it is gone."""
+    """Polls the containers' cgroups and shims: the last reading of each, kept after it is gone.
+    Cheap by design (it runs on the machine it measures): the cgroups' directory each poll,
+    the machine's processes only when a container appears whose shim is not yet known, and
+    then each known shim's own stat line."""
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
         self.cgroups: dict[str, float] = {}
         self.shims: dict[str, float] = {}
         self.names: dict[str, str] = {}
+        self._shim_pids: dict[str, str] = {}
         self.stop = threading.Event()
         self._client = connect()
 
@@ -79,6 +83,15 @@ class Watch(threading.Thread):
                     self.names[entry.name] = c["Config"]["Labels"].get("fixos.run", "") + " " + c["Name"]
                 except Exception:
                     self.names[entry.name] = "?"
+        if any(cid not in self._shim_pids for cid in self.cgroups):
+            self._find_shims()
+        for cid, pid in self._shim_pids.items():
+            try:
+                self.shims[cid] = _proc_cpu(pid, children=False)  # its reaped children are the container
+            except (OSError, ValueError, IndexError):
+                continue  # gone with its container: its last reading stays
+
+    def _find_shims(self) -> None:
         for pid in os.listdir("/proc"):
             if not pid.isdigit():
                 continue
@@ -86,8 +99,7 @@ class Watch(threading.Thread):
                 cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
                 if not cmd[0].endswith(b"containerd-shim-runc-v2"):
                     continue
-                cid = cmd[cmd.index(b"-id") + 1].decode()
-                self.shims[cid] = _proc_cpu(pid, children=False)  # its reaped children are the container
+                self._shim_pids.setdefault(cmd[cmd.index(b"-id") + 1].decode(), pid)
             except (OSError, ValueError, IndexError):
                 continue
 
