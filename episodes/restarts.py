@@ -89,7 +89,9 @@ def restart_script(service: str) -> str:
     of parents with the healthy host's. (MariaDB's script polls every whole second, the
     largest share of the restarts' time.) Its polls sleep with ``read -t`` on a pipe nobody
     writes (``fixos.stack.boot_wait``'s way): ``sleep`` forked 30 times an episode, ~25 ms
-    of the host's CPU; the init script and so its daemon get no such descriptor."""
+    of the host's CPU; the init script and so its daemon get no such descriptor. Where the
+    pipe cannot be made (the agent removed ``/dev/fd``, outside every layer the gates
+    read), each poll forks ``sleep`` again: never a poll that does not wait."""
     pidfile, _ = SERVICE_DAEMONS[service]
     socket = SOCKETS.get(service, "")
     hint = READY_HINTS.get(service, "-n x")
@@ -127,12 +129,13 @@ def restart_script(service: str) -> str:
         else ""
     )
     return f"""
-exec 9<> <(:)
+{{ exec 9<> <(:); }} 2>/dev/null
+nap() {{ read -t {POLL} -u 9 2>/dev/null; [ $? -gt 128 ] || sleep {POLL}; }}
 pidof_() {{ p=; read -r p 2>/dev/null < {q(pidfile)}; case "$p" in ''|*[!0-9]*) p=;; esac; }}
 pidof_
 if [ -n "$p" ]; then
   kill -TERM "$p" 2>/dev/null; i=0
-  while kill -0 "$p" 2>/dev/null && [ $i -lt {stop_polls} ]; do read -t {POLL} -u 9; i=$((i + 1)); done
+  while kill -0 "$p" 2>/dev/null && [ $i -lt {stop_polls} ]; do nap; i=$((i + 1)); done
   kill -KILL "$p" 2>/dev/null
 fi
 names=" {LEFTOVERS.get(service, "")} "
@@ -144,7 +147,7 @@ while [ $i -lt {stop_polls} ]; do
     case "$names" in *" $c "*) [ -n "$c" ] && left=1 && kill -KILL "${{d#/proc/}}" 2>/dev/null;; esac
   done
   [ -z "$left" ] && break
-  read -t {POLL} -u 9; i=$((i + 1))
+  nap; i=$((i + 1))
 done
 rm -f {q(pidfile)} {q(socket) if socket else ""}
 logsize=0; {f"[ -f {q(log)} ] && logsize=$(wc -c < {q(log)})" if log else ":"}
@@ -163,7 +166,7 @@ while [ $i -lt {start_polls} ]; do
     [ $grace -le 0 ] && break
     grace=$((grace - 1))
   fi
-  read -t {POLL} -u 9; i=$((i + 1))
+  nap; i=$((i + 1))
 done
 wait "$s"; rc=$?
 echo "not up: /etc/init.d/{service} start exited $rc and no live daemon answers"; exit 1

@@ -238,6 +238,23 @@ def test_restarts_go_through_the_init_scripts_and_give_new_main_processes(
     assert live_host.http_get(80, "/status").status == 200
 
 
+@pytest.mark.live
+def test_restarts_still_wait_where_bash_cannot_make_its_pipe(live_host: LiveHost) -> None:
+    """The restarts' polls sleep by ``read -t`` on a pipe made through ``/dev/fd``, which lies
+    outside every layer the gates read: with it removed (root may), each poll forks ``sleep``
+    again, and every service comes up as it did, never given up on by a poll that did not wait."""
+    services = ["nginx", "mariadb", "php8.2-fpm", "ssh"]
+    gone = live_host.run_program(["/bin/sh", "-c", "rm /dev/fd && ! test -e /dev/fd"])
+    assert gone.ok, gone.output
+    try:
+        restarts = restart_services({"web": live_host}, {"web": services})
+        assert all(r.result.ok for r in restarts), [r.line for r in restarts]
+        assert all(r.result.duration > 0.1 for r in restarts), [r.line for r in restarts]
+        assert live_host.http_get(80, "/status").status == 200
+    finally:
+        live_host.run_program(["/bin/sh", "-c", "ln -sfn /proc/self/fd /dev/fd"])
+
+
 _REPLACER = r"""
 old=$(cat /run/nginx.pid)
 while [ "$(cat /run/nginx.pid 2>/dev/null)" = "$old" ] || [ ! -s /run/nginx.pid ]; do sleep 0.02; done
