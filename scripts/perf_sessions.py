@@ -68,8 +68,8 @@ class _Recorded(ServerContext):
         super().__init__(**kwargs)
         self.opened = []
 
-    def open_episode(self, scenario, seed, episode_id):
-        episode = super().open_episode(scenario, seed, episode_id)
+    def open_episode(self, *args, **kwargs):
+        episode = super().open_episode(*args, **kwargs)
         self.opened.append(episode)
         return episode
 
