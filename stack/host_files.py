@@ -66,6 +66,18 @@ def open_in_root(root_fd: int, path: str) -> int:
     return int(fd)
 
 
+PROC_SUPER_MAGIC = 0x9FA0
+
+
+def is_procfs(fd: int) -> bool:
+    """Whether the directory ``fd`` is a mount of the kernel's procfs (``fstatfs``'s type):
+    a directory of links and files made to look like one is not."""
+    buffer = ctypes.create_string_buffer(256)  # struct statfs: f_type (a long) comes first
+    if _LIBC.fstatfs(fd, buffer) != 0:
+        return False
+    return ctypes.c_long.from_buffer(buffer).value == PROC_SUPER_MAGIC
+
+
 def read_pinned(handle: int, limit: int) -> bytes | None:
     """The bytes of the regular file an ``O_PATH`` descriptor (``open_in_root``'s) pins; None
     for anything else (a FIFO or a device is never opened), past ``limit``, or unreadable."""

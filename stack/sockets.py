@@ -103,7 +103,7 @@ def unix_listens(pid: int, path: str) -> bool:
 def tcp_owners(pid: int, port: int, processes: Iterable[tuple[str, bytes]]) -> list[str] | None:
     """The names (``comm``, as ``ss -p`` shows them) of the processes holding a listening TCP
     socket on ``port`` in ``pid``'s network namespace, sorted; [] when nothing listens there;
-    None where sock_diag cannot be asked. ``processes``: (PID as this machine numbers it,
+    None where sock_diag cannot be asked. ``processes``: (the path of its ``/proc`` entry,
     its stat line) of the host's processes; a socket is found by its inode among each one's
     descriptors (one that ends or closes while read is passed over, as ``ss`` would miss it)."""
     asked = sockdiag.listeners(pid)
@@ -115,14 +115,14 @@ def tcp_owners(pid: int, port: int, processes: Iterable[tuple[str, bytes]]) -> l
     if not wanted:
         return []
     names: set[str] = set()
-    for number, line in processes:
+    for where, line in processes:
         try:
-            descriptors = os.listdir(f"/proc/{number}/fd")
+            descriptors = os.listdir(f"{where}/fd")
         except OSError:
             continue
         for fd in descriptors:
             try:
-                held = os.readlink(f"/proc/{number}/fd/{fd}")
+                held = os.readlink(f"{where}/fd/{fd}")
             except OSError:
                 continue
             if held in wanted:

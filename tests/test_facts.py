@@ -201,6 +201,27 @@ def test_a_host_filled_with_files_past_the_bound_has_facts_equal_to_nothing(tmp_
         os.close(root)
 
 
+def test_processes_are_read_only_from_a_procfs_of_the_hosts_namespace(tmp_path):
+    """A host's processes are listed from its own ``/proc``, and only where that is the
+    kernel's procfs of the host's PID namespace: a directory made to look like one (its
+    init's namespace link naming the right namespace, a process entry beside it) gives no
+    process at all (the live tests hold a real host's listing equal to the judge's)."""
+    from fixos.stack import facts as facts_module
+
+    fake = tmp_path / "fake"
+    (fake / "proc" / "1" / "ns").mkdir(parents=True)
+    os.symlink(os.readlink("/proc/self/ns/pid"), fake / "proc" / "1" / "ns" / "pid")
+    stat_line = "1 (nginx) S 0 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0\n"
+    (fake / "proc" / "1" / "stat").write_text(stat_line)
+    (fake / "proc" / "1" / "cmdline").write_text("nginx\0")
+    root = os.open(fake, os.O_PATH | os.O_DIRECTORY)
+    try:
+        assert os.readlink(fake / "proc" / "1" / "ns" / "pid") == os.readlink(f"/proc/{os.getpid()}/ns/pid")
+        assert facts_module.HostFacts(os.getpid(), str(tmp_path), root).process_table() == []
+    finally:
+        os.close(root)
+
+
 @pytest.mark.live
 def test_a_link_on_the_log_tmpfs_is_read_as_a_link(live_host: LiveHost):
     """The mounts are walked inside the host's root: a link planted there to ``/`` is one
