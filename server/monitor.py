@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..core.errors import ShellError, StackError
 from ..stack.host_files import HostFiles, open_in_root
@@ -47,11 +47,14 @@ class Monitor:
         self._probe = None
         """the script's own session in the host, opened at the first look that needs it."""
 
-    def look(self, before: HostView | None) -> HostView:
-        """The host now (``before``: the last look, None for the first: CPU sampled twice)."""
+    def look(self, before: HostView | None, meanwhile: Callable[[], object] | None = None) -> HostView:
+        """The host now (``before``: the last look, None for the first: CPU sampled twice).
+        ``meanwhile`` runs in the first look's wait between its two CPU readings (before the
+        script, where the host runs it); what it raises is not the look's to report."""
         try:
             if self._files is not None:
-                return parse(self._outside(first=before is None), before)
+                return parse(self._outside(first=before is None, meanwhile=meanwhile), before)
+            _run_quietly(meanwhile)
             if self._probe is None:
                 self._probe = self._host.shell(default_timeout=PROBE_TIMEOUT)
             script = probe_script(self._services, first=before is None)
@@ -73,12 +76,14 @@ class Monitor:
         data = self._files.read(path, limit)
         return "" if data is None else data.decode("utf-8", "replace")
 
-    def _outside(self, *, first: bool) -> str:
-        pids = self._pids()
+    def _outside(self, *, first: bool, meanwhile: Callable[[], object] | None) -> str:
+        pids = self._pids()  # listed before ``meanwhile``: what it starts is not in this sample
         lines = ["@@uptime", self._read("/proc/uptime").partition(" ")[0], "@@stat"]
         lines += self._stats(pids)
         if first:
-            time.sleep(FIRST_SAMPLE)
+            waited = time.monotonic()
+            _run_quietly(meanwhile)
+            time.sleep(max(0.0, FIRST_SAMPLE - (time.monotonic() - waited)))
             lines += ["@@uptime2", self._read("/proc/uptime").partition(" ")[0]]
             lines += ["@@stat2", *self._stats(pids)]
         lines += ["@@ps", *self._ps(pids), "@@svc"]
@@ -163,3 +168,11 @@ class Monitor:
             percent = f"{-(-used * 100 // base)}%" if base > 0 else "-"  # df rounds up
             rows.append(f"fs {total} {used} {free} {percent} {mount}")
         return rows
+
+
+def _run_quietly(work: Callable[[], object] | None) -> None:
+    """Work done ahead for someone else (the agent's session opened early): if it fails, its
+    owner does it again when it needs it and reports the failure there."""
+    if work is not None:
+        with contextlib.suppress(Exception):
+            work()

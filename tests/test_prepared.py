@@ -25,6 +25,43 @@ def test_a_server_without_prepare_ahead_refuses_announcements_and_bad_rows_are_n
 
 
 @pytest.mark.live
+def test_the_agents_session_opens_with_the_reset_and_no_step_opens_one(
+    client, images, test_run_id, monkeypatch
+):
+    """The agent's session on the login host is opened in the first look's wait between its
+    CPU readings (``first_look``): a prepared episode holds it before anyone asks, a cold
+    reset before it answers, and the first step runs in it instead of paying an engine
+    exec (8 sessions' first steps at once took 0.2-1.0 s, their later ones 0.15-0.3 s)."""
+    from fixos.stack.hosts import LiveHost
+
+    opened: list[str] = []
+    shell = LiveHost.shell
+
+    def counting(self, *args, **kwargs):
+        opened.append(self.name)
+        return shell(self, *args, **kwargs)
+
+    with Served(client, images, test_run_id, prepare_ahead=1) as served:
+        served.http("POST", "/prepare", {"rows": [{"task_id": "easy_1", "seed": 1}]})
+        prepared = served.context.prepared
+        assert prepared.wait_ready(1, timeout=300), f"{prepared.failures} failed"
+        [ready] = [r.episode for rows in prepared._ready.values() for r in rows]
+        assert list(ready.shell._open) == [ready.shell.login], "opened ahead, with the rest of the reset"
+        monkeypatch.setattr(LiveHost, "shell", counting)
+        with FixOSEnv(base_url=served.url).sync() as env:
+            env.reset(task_id="easy_1", seed=1)
+            assert env.step(FixOSAction(command="echo $((6*7))")).observation.command_output.strip() == "42"
+            assert opened == [], "the prepared episode's first step opened a session"
+            env.reset(task_id="easy_1", seed=2)  # not announced: reset cold
+            [episode] = [s.episode for s in served.context.environments if s.episode is not None]
+            assert list(episode.shell._open) == [episode.shell.login]
+            before = len(opened)
+            assert env.step(FixOSAction(command="echo $((6*7))")).observation.command_output.strip() == "42"
+            assert len(opened) == before, "the cold reset's first step opened a session"
+    assert labelled(client, test_run_id) == []
+
+
+@pytest.mark.live
 def test_announced_rows_are_reset_ahead_and_score_as_cold_ones(client, images, test_run_id):
     with Served(client, images, test_run_id, warm=1, prepare_ahead=3) as served:
         code, body = served.http("POST", "/prepare", {"rows": [{"task_id": "nope"}]})
