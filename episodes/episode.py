@@ -267,7 +267,7 @@ class Episode:
                 probe.holding = holding
             if patient:
                 wait_for_exits({name: functools.partial(dying_of, p) for name, p in looking.probes.items()})
-            verdict = judge(self._checks, looking.probes, self._baseline).verdict
+            verdict = judge(self._checks, looking.probes, self._baseline, workers=looking.workers).verdict
             return failing_disturbed(verdict, self._checks, looking.disturbed())
 
 

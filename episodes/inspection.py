@@ -16,9 +16,8 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -26,111 +25,19 @@ import docker
 from docker.errors import DockerException
 
 from ..core.errors import ShellError, StackError
-from ..core.models import CheckResult, CommandResult, Verdict
+from ..core.models import CheckResult, Verdict
+from ..shells.watched import SessionPool, WatchedShell
 from ..stack.facts import HostFacts
 from ..stack.hosts import LiveHost
 from ..stack.inspector import HOST_ROOT, Inspector
 from ..stack.judge import NAME_FILES, REFRESH_NAMES, Judge
 from ..verifier import CheckEntry, Probe
 from ..verifier.backend import kept_testinfra_host
-from ..verifier.verify import reward_of
+from ..verifier.verify import MAX_CHECKS_AT_ONCE, reward_of
 
 KILLED = "the host kills its inspector"
 Memos = dict[str, dict[str, Any]]
 """per host, what checks keep from one judgement of an episode to the next (``Probe.memo``)"""
-
-
-class WatchedShell:
-    """An inspector's session that remembers the first time it broke."""
-
-    def __init__(self, shell: object | None, error: str | None = None) -> None:
-        self._shell = shell
-        self.error = error
-
-    def run(self, command: str, timeout: float | None = None) -> CommandResult:
-        if self._shell is None:
-            raise ShellError(self.error or "no inspector")
-        try:
-            return self._shell.run(command, timeout)  # type: ignore[attr-defined]
-        except ShellError as exc:
-            self.error = self.error or str(exc)
-            raise
-
-    def close(self) -> None:
-        if self._shell is not None:
-            with contextlib.suppress(Exception):
-                self._shell.close()  # type: ignore[attr-defined]
-
-
-class SessionPool:
-    """A host's sessions in the judge, used as one shell: each command goes to a free one,
-    and a new one is opened (up to ``size``) when every one is busy. The checks of a
-    judgement run side by side, and a session runs one command at a time: one session
-    would queue them all. A session that does not open leaves the pool as it is (the
-    command waits for a busy one); ``error`` is the first break of any of them."""
-
-    def __init__(self, first: WatchedShell, open_more: Callable[[], WatchedShell], size: int) -> None:
-        self._cond = threading.Condition()
-        self._all = [first]
-        self._free = [first]
-        self._open_more = open_more
-        self._size = size
-        self._opening = 0
-
-    @property
-    def error(self) -> str | None:
-        return next((s.error for s in self._all if s.error), None)
-
-    def run(self, command: str, timeout: float | None = None) -> CommandResult:
-        shell = self._take()
-        try:
-            return shell.run(command, timeout)
-        finally:
-            with self._cond:
-                self._free.append(shell)
-                self._cond.notify()
-
-    def _take(self) -> WatchedShell:
-        with self._cond:
-            while not self._free:
-                if len(self._all) + self._opening < self._size:
-                    self._opening += 1
-                    break
-                self._cond.wait()
-            else:
-                return self._free.pop()
-        try:
-            shell: WatchedShell | None = self._open_more()
-        except Exception:
-            shell = None
-        with self._cond:
-            self._opening -= 1
-            if shell is not None and shell.error is None:
-                self._all.append(shell)
-                return shell
-            self._size = len(self._all)  # it would not open: make do with those that did
-            while not self._free:
-                self._cond.wait()
-            return self._free.pop()
-
-    def keep_answering(self, answers: Callable[[WatchedShell], bool]) -> bool:
-        """Close every session that does not answer as itself; whether one is left."""
-        with self._cond:
-            shells, self._all, self._free = self._all, [], []
-        # side by side: each answer also copies the host's name files again (about 8 ms)
-        with ThreadPoolExecutor(max_workers=max(1, len(shells))) as asking:
-            answered = list(asking.map(answers, shells))
-        for shell, ok in zip(shells, answered, strict=True):
-            if ok:
-                self._all.append(shell)
-            else:
-                shell.close()
-        self._free = list(self._all)
-        return bool(self._all)
-
-    def close(self) -> None:
-        for shell in self._all:
-            shell.close()
 
 
 @dataclass
@@ -139,6 +46,8 @@ class Looking:
 
     probes: dict[str, Probe]
     shells: Mapping[str, WatchedShell | SessionPool] = field(default_factory=dict)
+    workers: Executor | None = None
+    """the threads the checks look in (``verify.judge``): an episode's, kept between judgements."""
 
     def disturbed(self) -> dict[str, str]:
         """host -> how its inspector broke, for every host whose inspector did."""
@@ -210,9 +119,10 @@ class JudgeSessions:
     the host's name files again (the agent may have repaired /etc/hosts since). The sessions
     are the episode's only: ``close`` ends them with it.
 
-    A host whose session does not open, or breaks, while the engine still runs it is
-    marked in ``disturbed`` (its doing: a kill loop); a host the engine no longer runs is
-    StackError."""
+    A host whose session does not open, or breaks, while the engine still runs it is marked
+    in ``disturbed`` (a kill loop); one the engine no longer runs is StackError. The checks
+    look in threads kept too: started anew, 6-17 threads a judgement each waited for the
+    interpreter's lock to start where sessions run side by side."""
 
     ANSWER_SECONDS = 5.0
     """how long a kept session may take to echo its token; past it, a new one is opened."""
@@ -232,6 +142,7 @@ class JudgeSessions:
         """per host, the fingerprint of its name files when its sessions last copied them."""
         self._answered: dict[str, bytes] = {}
         """per host, the fingerprint of its processes when its sessions last answered."""
+        self._workers: ThreadPoolExecutor | None = None
 
     @classmethod
     def kept(
@@ -296,20 +207,29 @@ class JudgeSessions:
         """The probes of one judgement over the kept sessions (opened or renewed as needed)."""
         names = list(self.hosts)
         facts = {name: _facts_of(self.hosts[name]) for name in names}
-        with ThreadPoolExecutor(max_workers=max(1, len(names))) as openers:
-            ready = {name: openers.submit(self._ready, name, facts[name]) for name in names}
-            failed = [f.exception() for f in ready.values() if f.exception() is not None]
-            for name, future in ready.items():
-                if future.exception() is None:
-                    self._kept[name] = future.result()
+        if self._workers is None:
+            self._workers = ThreadPoolExecutor(MAX_CHECKS_AT_ONCE, thread_name_prefix="checks")
+        ready = {name: self._workers.submit(self._ready, name, facts[name]) for name in names[1:]}
+        failed = []
+        try:
+            self._kept[names[0]] = self._ready(names[0], facts[names[0]])
+        except Exception as exc:  # the others' still end first
+            failed.append(exc)
+        failed += [f.exception() for f in ready.values() if f.exception() is not None]
+        for name, future in ready.items():
+            if future.exception() is None:
+                self._kept[name] = future.result()
         if failed:
             raise failed[0]  # type: ignore[misc]
-        yield _looking(dict(self._kept), self.hosts, patient, self._memos, facts, self.judge.lent)
+        looking = _looking(dict(self._kept), self.hosts, patient, self._memos, facts, self.judge.lent)
+        yield replace(looking, workers=self._workers)
 
     def close(self) -> None:
         kept, self._kept = self._kept, {}
         for shell in kept.values():
             shell.close()
+        if self._workers is not None:
+            self._workers.shutdown(wait=False, cancel_futures=True)
 
 
 @contextlib.contextmanager

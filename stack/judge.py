@@ -123,7 +123,7 @@ class JudgeLimits:
     pids: int = 16384
     memory_mb: int = 8192
     """64 OpenEnv sessions of three hosts, each with up to three kept sessions per host
-    (``fixos.episodes.inspection.SessionPool``) and a dozen probes at once: room for every session's
+    (``fixos.shells.watched.SessionPool``) and a dozen probes at once: room for every session's
     unshare, bash and tools (about 10 MiB and 15 processes per host and session). A limit,
     not a reservation."""
     cpus: float = 2.0

@@ -450,6 +450,38 @@ def test_a_config_test_is_lent_between_hosts_that_hold_the_same_bytes(client, im
 
 
 @pytest.mark.live
+def test_an_episodes_checks_look_in_threads_kept_between_its_judgements(
+    client, images, test_run_id, monkeypatch
+):
+    """The checks of an episode's judgements look in threads its judge sessions keep, and
+    end with them: started anew, each judgement started 6-17 threads, and where sessions
+    ran side by side each start waited its turn for the interpreter's lock. On split_1 the
+    three hosts' sessions are readied in those threads too, and the verdicts stay right."""
+    from fixos.episodes import inspection
+    from fixos.verifier import verify
+
+    made: list[str] = []
+
+    def no_pool(*args, **kwargs):
+        made.append(repr((args, kwargs)))
+        raise AssertionError("a judgement made a pool of its own")
+
+    with Episode(load_catalog()["split_1"], 1, client=client, images=images, run_id=test_run_id) as ep:
+        assert ep.progress().reward == 0.0
+        kept = ep._sessions._workers
+        assert kept is not None
+        with monkeypatch.context() as patched:
+            patched.setattr(verify, "ThreadPoolExecutor", no_pool)
+            patched.setattr(inspection, "ThreadPoolExecutor", no_pool)
+            for _ in range(3):
+                assert ep.progress().reward == 0.0
+        assert made == [] and ep._sessions._workers is kept
+        ep.shell.run(render(ep.scenario.solution, ep.faults), timeout=120)
+        assert ep.verify().reward == 1.0
+    assert kept._shutdown
+
+
+@pytest.mark.live
 @pytest.mark.parametrize("sid, breaks_nginx", [("easy_1", False), ("medium_1", True)])
 def test_nginx_tested_before_the_faults_spares_the_resets_exec(
     client, images, test_run_id, sid, breaks_nginx, monkeypatch

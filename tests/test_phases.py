@@ -13,11 +13,12 @@ import pytest
 from fixos.core.errors import InvalidEpisode, StackError, UnhealthyHost
 from fixos.core.models import HttpResponse, Outcome
 from fixos.core.registry import Registry
-from fixos.episodes.inspection import KILLED, Looking, WatchedShell
+from fixos.episodes.inspection import KILLED, Looking
 from fixos.episodes.phases import break_hosts
 from fixos.injector import Fault
 from fixos.shells import FakeShell
 from fixos.shells.base import Shell
+from fixos.shells.watched import WatchedShell
 from fixos.verifier import Check, CheckEntry, Probe, judge
 from fixos.verifier.base import CheckParams
 

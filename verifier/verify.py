@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
@@ -58,6 +58,7 @@ def judge(
     *,
     moment: Moment = "after",
     registry: Registry[Check] = CHECKS,
+    workers: Executor | None = None,
 ) -> Judgement:
     """Judge the hosts behind ``probes`` (host name -> Probe) with the scenario's checks.
 
@@ -66,7 +67,8 @@ def judge(
     the faults are in; ``after``: the hosts as the agent left them, against
     ``baseline``. Whether a verdict is what its moment needs (every check passing
     when healthy, a scored one failing when broken) is the caller's to decide.
-    InvalidEpisode when a check cannot record or narrow its evidence.
+    InvalidEpisode when a check cannot record or narrow its evidence. ``workers``: the
+    threads the checks look in (an episode's, kept between its judgements; else new ones).
     """
     if moment == "healthy":
         baseline = snapshot(entries, probes, registry=registry)
@@ -77,15 +79,19 @@ def judge(
     baseline = baseline or {}
     # the broken proof wants every scored check's own outcome: no wait is cut short there
     settles = moment == "after"
-    return Judgement(verify(entries, probes, baseline, registry=registry, settles=settles), baseline)
+    verdict = verify(entries, probes, baseline, registry=registry, settles=settles, workers=workers)
+    return Judgement(verdict, baseline)
 
 
 def _build(entries: Sequence[CheckEntry], registry: Registry[Check]) -> list[tuple[CheckEntry, Check]]:
     return [(e, registry.get(e.type)(e.params)) for e in entries]
 
 
-def _all_at_once(work: Sequence[tuple[Callable[[], Any], bool]]) -> list[Future[Any]]:
-    """Run every check's look, each in a thread, and wait for all.
+def _all_at_once(
+    work: Sequence[tuple[Callable[[], Any], bool]], workers: Executor | None = None
+) -> list[Future[Any]]:
+    """Run every check's look, each in a thread (of ``workers``, else of a pool made for
+    these looks), and wait for all.
 
     Checks mostly wait: on the engine (file archives), on HTTP from outside,
     on hold periods, and on the verifier's session, which runs one command at
@@ -94,16 +100,20 @@ def _all_at_once(work: Sequence[tuple[Callable[[], Any], bool]]) -> list[Future[
     ``alone`` (``Check.alone``) runs first, by itself: the others' probes keep
     the host's daemons busy, and a CPU sample would count that against them.
     """
-    with ThreadPoolExecutor(max_workers=max(1, min(len(work), MAX_CHECKS_AT_ONCE))) as pool:
-        futures: dict[int, Future[Any]] = {}
-        for i, (job, alone) in enumerate(work):
-            if alone:
-                futures[i] = pool.submit(job)
-                wait([futures[i]])
-        for i, (job, alone) in enumerate(work):
-            if not alone:
-                futures[i] = pool.submit(job)
-        return [futures[i] for i in range(len(work))]
+    if workers is None:
+        with ThreadPoolExecutor(max_workers=max(1, min(len(work), MAX_CHECKS_AT_ONCE))) as pool:
+            return _all_at_once(work, pool)
+    futures: dict[int, Future[Any]] = {}
+    for i, (job, alone) in enumerate(work):
+        if alone:
+            futures[i] = workers.submit(job)
+            wait([futures[i]])
+    for i, (job, alone) in enumerate(work):
+        if not alone:
+            futures[i] = workers.submit(job)
+    done = [futures[i] for i in range(len(work))]
+    wait(done)
+    return done
 
 
 def _gather(
@@ -190,9 +200,10 @@ def verify(
     *,
     registry: Registry[Check] = CHECKS,
     settles: bool = True,
+    workers: Executor | None = None,
 ) -> Verdict:
     """The verdict of ``entries`` against ``baseline``; ``settles``: a failed gate may end the
-    other checks' waits (``Probe.settled``)."""
+    other checks' waits (``Probe.settled``); ``workers``: as ``judge``'s."""
     built = _build(entries, registry)
     # Every kept outcome first, before any check looks: the facts are read once, before any
     # command of this judgement runs in the host (its processes would be in them), and a
@@ -216,7 +227,7 @@ def verify(
             settled.set()
         return outcome
 
-    futures = _all_at_once([(partial(look, i), built[i][1].alone) for i in looking])
+    futures = _all_at_once([(partial(look, i), built[i][1].alone) for i in looking], workers)
     outcomes: dict[int, Outcome] = {i: future.result() for i, future in zip(looking, futures, strict=True)}
     results = []
     for i, (entry, _) in enumerate(built):
