@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import functools
 import ipaddress
 import subprocess
 import threading
@@ -221,25 +222,33 @@ def test_an_episode_cannot_take_hosts_from_another_runs_pool(catalog):
         Episode(catalog["easy_1"], 1, client=None, images={}, run_id="mine", pool=Pool())  # type: ignore[arg-type]
 
 
-def _planned_pool(size: int, resetting: int, waiting: int, booting: int) -> HostPool:
-    """A pool's bookkeeping alone (no engine, no thread): what ``_wanted`` decides from."""
+def _planned_pool(size: int, resetting: int, waiting: int, booting: int, planned: bool = True) -> HostPool:
+    """A pool's bookkeeping alone (no engine, no thread): what ``_wanted`` decides from; a
+    bench's has a plan of takes, a server's none."""
     hosts = [HostSpec(name="web")]
     shape = shape_of(hosts)
     pool = HostPool.__new__(HostPool)
-    pool.size, pool._specs, pool._plan = size, {shape: hosts}, [shape] * 12
+    pool.size, pool._specs, pool._plan = size, {shape: hosts}, [shape] * 12 if planned else None
     pool._ready = {shape: collections.deque()}
     pool._booting, pool._waiting = {shape: booting}, {shape: waiting}
     pool._resetting, pool._lock = resetting, threading.Condition()
     return pool
 
 
-def test_a_taker_waiting_for_its_stack_does_not_hold_spare_boots_back():
-    """Spares wait while resets work (a boot would slow them), but a reset still waiting for
-    its stack works at nothing: at -j 4, counting it kept spares' boots one at a time."""
-    assert _planned_pool(4, resetting=2, waiting=0, booting=1)._wanted() is None  # resets at work
-    assert _planned_pool(4, resetting=1, waiting=1, booting=1)._wanted() is not None  # only waiting
-    assert _planned_pool(4, resetting=3, waiting=1, booting=1)._wanted() is None  # two at work
+def test_a_servers_spares_wait_for_its_resets_and_a_benchs_boot_beside_them():
+    """A server's spares wait while resets work (a boot would slow a session's reset), but
+    a reset still waiting for its stack works at nothing: at -j 4, counting it kept spares'
+    boots one at a time. A bench's planned spares boot beside its resets: held back, the
+    next wave waited for boots begun late."""
+    server = functools.partial(_planned_pool, planned=False)
+    assert server(4, resetting=2, waiting=0, booting=1)._wanted() is None  # resets at work
+    assert server(4, resetting=1, waiting=1, booting=1)._wanted() is not None  # only waiting
+    assert server(4, resetting=3, waiting=1, booting=1)._wanted() is None  # two at work
+    assert server(4, resetting=0, waiting=0, booting=1)._wanted() is not None  # quiet: spares
+    assert _planned_pool(4, resetting=2, waiting=0, booting=1)._wanted() is not None  # beside resets
+    assert _planned_pool(4, resetting=3, waiting=1, booting=1)._wanted() is not None
     assert _planned_pool(4, resetting=0, waiting=0, booting=4)._wanted() is None  # enough booting
+    assert _planned_pool(4, resetting=4, waiting=0, booting=4)._wanted() is None
 
 
 def test_a_network_given_back_is_kept_only_while_a_planned_take_has_no_stack_yet():
