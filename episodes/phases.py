@@ -193,7 +193,7 @@ def tests_before_faults(
     found = {}
     for name, shell in shells.items():
         daemons = [SERVICE_DAEMONS[s] for s in services.get(name, ()) if s in SERVICE_DAEMONS]
-        entries = answered_before_faults(getattr(hosts[name], "facts", lambda: None)(), shell, daemons)
+        entries = answered_before_faults(getattr(hosts[name], "facts", lambda: None), shell, daemons)
         if entries:
             found[name] = entries
     return found

@@ -201,6 +201,26 @@ def test_a_host_filled_with_files_past_the_bound_has_facts_equal_to_nothing(tmp_
         os.close(root)
 
 
+def test_the_early_config_tests_wait_past_the_facts_settling_time():
+    """A reading taken while the boot's last writes settle keys nothing: the harness's early
+    config tests read again after ``SETTLE_WAIT``, which must outlast ``SETTLING_NS``; and a
+    reading that never settles keeps nothing (the reset then runs the test by the engine)."""
+    from fixos.stack.facts import SETTLING_NS
+    from fixos.verifier import config_tests
+
+    assert config_tests.SETTLE_WAIT > SETTLING_NS / 1e9
+
+    class Settling:
+        def files(self, *args, **kwargs):
+            return os.urandom(16)
+
+    readings = []
+    assert (
+        config_tests.answered_before_faults(lambda: readings.append(1) or Settling(), None, ["nginx"]) == {}
+    )
+    assert len(readings) == config_tests.SETTLE_TRIES
+
+
 def test_processes_are_read_only_from_a_procfs_of_the_hosts_namespace(tmp_path):
     """A host's processes are listed from its own ``/proc``, and only where that is the
     kernel's procfs of the host's PID namespace: a directory made to look like one (its

@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..core.errors import ShellError
@@ -120,7 +121,28 @@ def _facts_key(facts: Any) -> str:
     return "facts:" + facts.files([*CONFIG_TREES, *CONFIG_NAMES], entries=CONFIG_NEIGHBOURS).hex()
 
 
-def answered_before_faults(facts: Any, shell: Any, names: Sequence[str]) -> dict[str, Any]:
+SETTLE_TRIES = 3
+"""readings of a just-booted host's facts at most, ``SETTLE_WAIT`` apart, until nothing the
+tests read still settles (a last log or certificate written within ``facts.SETTLING_NS``)."""
+SETTLE_WAIT = 0.06
+"""seconds: past the facts' settling time (``fixos.stack.facts.SETTLING_NS``, 50 ms)."""
+
+
+def _settled_key(read_facts: Callable[[], Any]) -> str | None:
+    """The key of what the tests read, from a reading in which no entry was still settling
+    (such a reading's key equals no other, itself included); None if none was."""
+    for _ in range(SETTLE_TRIES):
+        facts = read_facts()
+        if facts is None:
+            return None
+        key = _facts_key(facts)
+        if _facts_key(facts) == key:
+            return key
+        time.sleep(SETTLE_WAIT)
+    return None
+
+
+def answered_before_faults(read_facts: Callable[[], Any], shell: Any, names: Sequence[str]) -> dict[str, Any]:
     """A host's ``Probe.memo`` entries for the tests among ``names`` that ``SPARED`` lists,
     run through ``shell``: the harness's session in a host that neither a fault nor an agent
     has touched yet (the session that waited for its boot, a clean environment), so that the
@@ -129,12 +151,15 @@ def answered_before_faults(facts: Any, shell: Any, names: Sequence[str]) -> dict
     before and after they ran, as ``tests_in_host`` keeps its own: a fault that changes what
     they read (most configuration faults) makes the judgement run them again, in the host
     through the engine. ``{}`` when nothing could be kept (no facts: a remote engine; a
-    session that broke; a test that did not answer; a change meanwhile)."""
+    session that broke; a test that did not answer; a change meanwhile). Under load a boot's
+    last writes (logs, certificates) could still be settling: that reading is taken again."""
     wanted = [n for n in names if n in SPARED]
-    if not wanted or facts is None:
+    if not wanted:
         return {}
     try:
-        key = _facts_key(facts)
+        key = _settled_key(read_facts)
+        if key is None:
+            return {}
         tests = {}
         for name in wanted:
             # in a subshell from /, as the engine's exec would start it: the session keeps its cwd
@@ -143,7 +168,7 @@ def answered_before_faults(facts: Any, shell: Any, names: Sequence[str]) -> dict
                 return {}
             lines = out.output.strip().splitlines()
             tests[name] = "" if out.ok else (lines[0] if lines else f"exit {out.exit_code}")[:160]
-        if _facts_key(facts) != key:
+        if _settled_key(read_facts) != key:  # a new reading: changed while they ran
             return {}
     except (OSError, ShellError):
         return {}
