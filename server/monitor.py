@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from ..core.errors import ShellError, StackError
-from ..stack.host_files import HostFiles, open_in_root
+from ..stack.host_files import HostFiles, open_dir_in_root, open_in_root
 from ..stack.hosts import LiveHost
 from ..verifier.vantage import SERVICE_DAEMONS
 from .hostview import MOUNTS, HostView, parse, probe_script
@@ -99,11 +99,7 @@ class Monitor:
     def _pids(self) -> list[str]:
         """The host's processes, numbered as in the host: its own /proc, listed inside its root."""
         assert self._files is not None
-        handle = open_in_root(self._files.root_fd, "/proc")
-        try:
-            fd = os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        finally:
-            os.close(handle)
+        fd = open_dir_in_root(self._files.root_fd, "/proc")
         try:
             return sorted((name for name in os.listdir(fd) if name.isdigit()), key=int)
         finally:

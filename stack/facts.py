@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from ..core.models import HostProcess
 from . import sockets
 from .contents import digest_of
-from .host_files import is_procfs, open_in_root
+from .host_files import is_procfs, open_dir_in_root, open_in_root
 
 SETTLING_NS = 50_000_000
 """an entry changed this recently (50 ms, more than a few ticks of the kernel's coarse
@@ -257,15 +257,9 @@ class HostFacts:
         hosts, each reading walked all ~1,300 processes (12 ms against 1.5)."""
         try:
             mine = os.readlink(f"/proc/{self._pid}/ns/pid")
-            handle = open_in_root(self._root, "/proc")
+            proc = open_dir_in_root(self._root, "/proc")
         except OSError:
             return
-        try:
-            proc = os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError:
-            return
-        finally:
-            os.close(handle)
         try:
             base = f"/proc/self/fd/{proc}"
             try:

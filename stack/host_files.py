@@ -66,6 +66,16 @@ def open_in_root(root_fd: int, path: str) -> int:
     return int(fd)
 
 
+def open_dir_in_root(root_fd: int, path: str) -> int:
+    """A readable descriptor of the directory ``path`` resolved inside the root ``root_fd``
+    (``open_in_root``, then the pinned directory itself opened); OSError."""
+    handle = open_in_root(root_fd, path)
+    try:
+        return os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    finally:
+        os.close(handle)
+
+
 PROC_SUPER_MAGIC = 0x9FA0
 
 
