@@ -1,11 +1,13 @@
 """Harbor side by side with FixOS on the same task (a part of `make perf`; alone:
 `make perf-harbor`): N oracle trials of easy_1 seed 1, C at a time, under Harbor's own
 runner (`harbor run`, its local Docker environment, on the task `fixos export` wrote)
-and as `fixos bench` episodes (the same scenario, N seeds, -j C), in turn, ROUNDS
-times, each runner first in every other round and on a quiet machine (``settle``).
-Each round's figures: wall seconds and machine-wide CPU-seconds (/proc/stat: FixOS,
-Harbor, the engine and everything else on the machine), and the ratio of episodes
-per minute, FixOS / Harbor.
+and as FixOS episodes (the same scenario, N seeds, -j C), in turn, ROUNDS times, each
+runner first in every other round and on a quiet machine (``settle``). FixOS runs twice
+a round: as the `fixos bench` command (a process of its own, like `harbor run`: its
+start-up, report and run page included) and through the Python API a trainer or a
+long-lived service uses (``Bench.execute`` in this process). Each round's figures: wall
+seconds and machine-wide CPU-seconds (/proc/stat: FixOS, Harbor, the engine and
+everything else on the machine), and the ratios of episodes per minute, FixOS / Harbor.
 
     .venv/bin/python scripts/perf_harbor.py [--trials 8] [--concurrent 4] [--rounds 4]
 """
@@ -90,6 +92,23 @@ def measure_side_by_side(trials: int, concurrent: int, rounds: int, say=print) -
         if [t.reward for t in got] != [1.0] * n:
             raise RuntimeError(f"Harbor's oracle trials scored {[t.reward for t in got]}; see {work}")
 
+    def fixos_command(n: int) -> None:
+        results = work / "fixos-runs"
+        before = set(results.iterdir()) if results.is_dir() else set()
+        fixos = Path(sys.executable).with_name("fixos")
+        command = [str(fixos), "bench", "--scenarios", SCENARIO, "--seeds", f"1-{n}", "--agent", "oracle"]
+        with (work / "fixos.log").open("ab") as out:
+            done = subprocess.run(
+                [*command, "-j", str(concurrent), "--results", str(results)],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        made = sorted(set(results.iterdir()) - before)
+        rewards = [r.reward for r in RunDir(results, made[-1].name).records()] if made else []
+        if done.returncode != 0 or rewards != [1.0] * n:
+            raise RuntimeError(
+                f"fixos bench exited {done.returncode}, its episodes scored {rewards}; see {work}"
+            )
+
     def fixos_round(n: int) -> None:
         run = RunDir(ROOT / "results" / "perf-runs", "perf-" + new_run_id())
         plan = Plan(scenarios=[SCENARIO], seeds=list(range(1, n + 1)), agents=["oracle"])
@@ -101,11 +120,14 @@ def measure_side_by_side(trials: int, concurrent: int, rounds: int, say=print) -
     say(f"[perf-harbor] warm-up: 1 Harbor trial (builds the task's image once), {concurrent} FixOS episodes")
     harbor_round("warmup", 1)
     fixos_round(concurrent)
-    rows: dict[str, list[float]] = {k: [] for k in ("harbor_s", "harbor_cpu", "fixos_s", "fixos_cpu")}
+    rows: dict[str, list[float]] = {
+        k: [] for k in ("harbor_s", "harbor_cpu", "fixos_s", "fixos_cpu", "command_s", "command_cpu")
+    }
     for i in range(rounds):
         # each runner starts on a quiet machine, and first in every other round
         runners = [
             ("harbor", lambda i=i: harbor_round(f"round{i}", trials)),
+            ("command", lambda: fixos_command(trials)),
             ("fixos", lambda: fixos_round(trials)),
         ]
         for name, runner in runners if i % 2 == 0 else runners[::-1]:
@@ -113,17 +135,24 @@ def measure_side_by_side(trials: int, concurrent: int, rounds: int, say=print) -
             wall, cpu, _ = _timed(runner)
             rows[f"{name}_s"].append(wall)
             rows[f"{name}_cpu"].append(cpu)
-        harbor_s, fixos_s = rows["harbor_s"][-1], rows["fixos_s"][-1]
-        say(f"[perf-harbor] round {i + 1}: Harbor {harbor_s:.1f} s, FixOS {fixos_s:.1f} s")
-    ratios = [h / f for h, f in zip(rows["harbor_s"], rows["fixos_s"], strict=True)]
+        harbor_s, command_s, fixos_s = (rows[f"{k}_s"][-1] for k in ("harbor", "command", "fixos"))
+        say(
+            f"[perf-harbor] round {i + 1}: Harbor {harbor_s:.1f} s, `fixos bench` {command_s:.1f} s,"
+            f" FixOS's API {fixos_s:.1f} s"
+        )
     label = f"{trials} {SCENARIO} oracle trials, {concurrent} at a time"
-    return {
+    figures = {
         f"Harbor {label}: median wall s": statistics.median(rows["harbor_s"]),
         f"Harbor {label}: median machine CPU-s per trial": statistics.median(rows["harbor_cpu"]) / trials,
-        f"FixOS {label}: median wall s": statistics.median(rows["fixos_s"]),
-        f"FixOS {label}: median machine CPU-s per episode": statistics.median(rows["fixos_cpu"]) / trials,
-        f"FixOS / Harbor episodes per minute ({label}): median ratio": statistics.median(ratios),
     }
+    for key, name in (("command", "`fixos bench`"), ("fixos", "FixOS's API")):
+        ratios = [h / f for h, f in zip(rows["harbor_s"], rows[f"{key}_s"], strict=True)]
+        figures[f"{name} {label}: median wall s"] = statistics.median(rows[f"{key}_s"])
+        figures[f"{name} {label}: median machine CPU-s per episode"] = (
+            statistics.median(rows[f"{key}_cpu"]) / trials
+        )
+        figures[f"{name} / Harbor episodes per minute ({label}): median ratio"] = statistics.median(ratios)
+    return figures
 
 
 def main() -> int:
