@@ -1,7 +1,5 @@
 """``python -m fixos.cli``: the command line without the console script."""
 
-import sys
+from .main import entry
 
-from .main import main
-
-sys.exit(main())
+entry()

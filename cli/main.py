@@ -4,9 +4,14 @@
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
+import gc
+import io
 import os
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
@@ -303,6 +308,29 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
         if os.environ.get("FIXOS_TRACEBACK"):
             raise
         return _error(errors, f"unexpected {type(exc).__name__}: {exc} (FIXOS_TRACEBACK=1 shows where)")
+
+
+_BUFFERED = (io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom, io.BufferedRWPair)
+"""what may hold written data not yet passed to the system."""
+
+
+def entry() -> NoReturn:
+    """The ``fixos`` program: ``main``, then out without the interpreter's teardown, which frees
+    every module and object one by one (~0.25 s after a bench, for a process that ends anyway).
+    What must happen at exit still does: other threads are waited for (with any alive, the
+    usual exit is taken), atexit's functions run, and every file still open is flushed."""
+    code = main()
+    others = [t for t in threading.enumerate() if t is not threading.current_thread()]
+    if any(t.is_alive() and not t.daemon for t in others):
+        sys.exit(code)
+    try:
+        atexit._run_exitfuncs()
+        for handle in gc.get_objects():
+            if isinstance(handle, _BUFFERED):  # concrete types: io.IOBase, an ABC, took 33 ms here
+                with contextlib.suppress(Exception):  # closed, detached or a broken pipe
+                    handle.flush()
+    finally:
+        os._exit(code)
 
 
 def _error(errors: Console, message: str) -> int:

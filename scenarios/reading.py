@@ -15,8 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from yaml.composer import ComposerError
+from yaml.composer import Composer, ComposerError
+from yaml.constructor import SafeConstructor
 from yaml.nodes import Node
+from yaml.parser import Parser
+from yaml.reader import Reader
+from yaml.resolver import Resolver
+from yaml.scanner import Scanner
 
 MAX_BYTES = 2**20
 """a scenario file larger than this is refused unread (the shipped ones are < 10 KB)."""
@@ -44,12 +49,14 @@ class FileProblem(Exception):
         super().__init__(f"{where}: {problem}")
 
 
-class BoundedLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing documents that expand past ``MAX_NODES`` or nest past
-    ``MAX_DEPTH``, and aliases to a collection that contains them (a cycle)."""
+class BoundedComposer(Composer):
+    """PyYAML's composer, refusing documents that expand past ``MAX_NODES`` or nest past
+    ``MAX_DEPTH``, and aliases to a collection that contains them (a cycle). It is the only
+    recursive step: the parsers beneath it keep their own stack, so no depth reaches C or
+    Python's stack before this refuses it."""
 
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
+    def __init__(self) -> None:
+        super().__init__()
         self.expanded = 0
         self.depth = 0
         self.sizes: dict[int, int] = {}
@@ -88,6 +95,39 @@ class BoundedLoader(yaml.SafeLoader):
         return node
 
 
+class BoundedLoader(Reader, Scanner, Parser, BoundedComposer, SafeConstructor, Resolver):
+    """PyYAML's safe loader, all in Python, under the bounded composer."""
+
+    def __init__(self, stream: str) -> None:
+        Reader.__init__(self, stream)  # its reader refuses control characters
+        Scanner.__init__(self)
+        Parser.__init__(self)
+        BoundedComposer.__init__(self)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
+
+
+LOADERS: list[type] = [BoundedLoader]
+"""the loaders ``read_yaml`` may use, fastest first."""
+
+if yaml.__with_libyaml__:
+    from yaml._yaml import CParser
+
+    class FastBoundedLoader(BoundedComposer, CParser, SafeConstructor, Resolver):  # type: ignore[misc]
+        """libyaml's reader, scanner and parser (C; it refuses control characters too) under the
+        bounded composer, which comes first so that its ``get_single_node`` replaces
+        libyaml's, whose recursion has no bound. The catalogue loads in 19 ms instead of
+        100 ms, at the start of nearly every command."""
+
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            BoundedComposer.__init__(self)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+
+    LOADERS.insert(0, FastBoundedLoader)
+
+
 def read_yaml(path: Path) -> Any:
     """The file's YAML document as plain data, or FileProblem; OSError when it cannot be read."""
     with open(path, "rb") as f:
@@ -99,9 +139,9 @@ def read_yaml(path: Path) -> Any:
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise FileProblem(f"line {line}", f"not UTF-8 text (byte {raw[exc.start]:#04x})") from None
-    loader: BoundedLoader | None = None
+    loader: Any = None
     try:
-        loader = BoundedLoader(text)  # its reader already refuses control characters
+        loader = LOADERS[0](text)
         return loader.get_single_data()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

@@ -188,6 +188,13 @@ class HostPool:
             self._lock.notify_all()
         for thread in self._fillers:
             thread.join()
+        # No episode asks the judge anything now: it goes beside the last stacks (~60 ms
+        # of a bench's end, when it went after them).
+        failed: list[BaseException] = []
+        judge_closing = None
+        if self.judge is not None:
+            judge_closing = threading.Thread(target=_catching(self.judge.close, failed), name="judge-close")
+            judge_closing.start()
         with self._lock:
             leftovers = [s for q in self._ready.values() for s in q]
             for q in self._ready.values():
@@ -199,8 +206,10 @@ class HostPool:
         for thread in self._removers:
             thread.join()
         self._networks.close()
-        if self.judge is not None:
-            self.judge.close()
+        if judge_closing is not None:
+            judge_closing.join()
+        if failed:
+            raise failed[0]
 
     def __enter__(self) -> HostPool:
         return self
@@ -291,3 +300,15 @@ class HostPool:
             with contextlib.suppress(Exception):
                 stack.down()
             self._doomed.task_done()
+
+
+def _catching(work: Callable[[], object], failed: list[BaseException]) -> Callable[[], None]:
+    """``work`` for a thread: what it raises is kept in ``failed`` for the joiner to raise."""
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # handed to the thread that joins
+            failed.append(exc)
+
+    return run

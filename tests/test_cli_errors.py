@@ -99,6 +99,36 @@ def test_a_scenario_file_error_is_one_line_from_a_real_process(tmp_path: Path):
     assert done.stderr == f"fixos: {tmp_path / 'bad.yaml'}: line 2: not UTF-8 text (byte 0xe9)\n"
 
 
+ENTRY = """
+import atexit, sys, threading, time
+from fixos.cli.main import entry
+where, other = sys.argv[1:]
+left_open = open(where + "/left-open", "w")  # never closed: a buffer the exit must flush
+left_open.write("written")
+atexit.register(lambda: print("atexit ran", file=sys.stderr))
+if other == "thread":  # a thread still at work: the usual exit waits for it
+    threading.Thread(target=lambda: (time.sleep(0.5), open(where + "/late", "w").close())).start()
+sys.argv = ["fixos", "list"]
+entry()
+"""
+
+
+@pytest.mark.parametrize("other", ["none", "thread"])
+def test_the_program_leaves_without_teardown_and_loses_nothing(tmp_path: Path, other: str):
+    done = subprocess.run(
+        [sys.executable, "-c", ENTRY, str(tmp_path), other],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "atexit ran\n"
+    assert "easy_1" in done.stdout and done.stdout.rstrip().endswith("┘")  # the table, whole, through a pipe
+    assert (tmp_path / "left-open").read_text() == "written"
+    assert (tmp_path / "late").exists() == (other == "thread")
+
+
 def test_version_is_the_installed_distributions():
     done = subprocess.run(
         [sys.executable, "-m", "fixos.cli", "--version"], cwd=ROOT, capture_output=True, text=True, timeout=60
