@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -60,7 +60,7 @@ def _looking(
     patient: bool,
     memos: dict[str, dict[str, Any]] | None = None,
     facts: Mapping[str, HostFacts | None] | None = None,
-    across: dict[str, str] | None = None,
+    across: MutableMapping[str, str] | None = None,
 ) -> Looking:
     """The probes of one judgement over each host's session, whichever vantage opened it;
     ``memos``: what checks keep per host from one judgement of an episode to the next;

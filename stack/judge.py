@@ -63,6 +63,7 @@ import docker
 from docker.errors import APIError, DockerException, NotFound
 
 from ..core.errors import ShellError, StackError
+from ..records.config_answers import ConfigAnswers
 from ..shells.base import Shell
 from ..shells.exec import ExecShell
 from ..shells.unix import UnixShell
@@ -199,8 +200,9 @@ class Judge:
         self._limits = limits or JudgeLimits()
         self._default_timeout = default_timeout
         self._lock = threading.Lock()
-        self.lent: dict[str, str] = {}
-        """answers its judgements lend from one host to another of the same image (``Probe.across``)"""
+        self.lent = ConfigAnswers()
+        """answers its judgements lend from one host to another of the same image (``Probe.across``),
+        kept on disk for later runs (``fixos.records.config_answers``)"""
         self._container: Any = None
         self._socket: str | None = None
         """its socket as this machine reaches it, where it does (``local_socket``)."""

@@ -394,11 +394,20 @@ def test_config_tests_are_kept_while_what_they_read_is_unchanged(client, host, i
 
 
 @pytest.mark.live
-def test_a_config_test_is_lent_between_hosts_that_hold_the_same_bytes(client, images, image, test_run_id):  # noqa: F811
+def test_a_config_test_is_lent_between_hosts_that_hold_the_same_bytes(
+    client,
+    images,
+    image,  # noqa: F811
+    test_run_id,
+    tmp_path,
+    monkeypatch,
+):
     """MariaDB's and PHP-FPM's config tests read nothing a healthy host changes: one host's
     answers serve the next host of the image on the judge (nginx's test always runs: it
-    resolves names and loads the episode's certificates). A host whose option files differ
-    (a bogus option in root's ~/.my.cnf) runs its own test and fails it."""
+    resolves names and loads the episode's certificates), and a later judge's, as a later
+    run's, from disk. A host whose option files differ (a bogus option in root's ~/.my.cnf)
+    runs its own test and fails it."""
+    monkeypatch.setenv("FIXOS_CACHE_DIR", str(tmp_path))  # nothing kept by earlier runs
     from fixos.stack.inspector import HOST_ROOT
     from fixos.verifier.backend import testinfra_host
     from fixos.verifier.base import Probe
@@ -444,6 +453,18 @@ def test_a_config_test_is_lent_between_hosts_that_hold_the_same_bytes(client, im
             assert sorted(ran[4:]) == ["mariadbd", "nginx"], ran  # PHP's lent, MariaDB's its own
             assert not verdict.passed and "mariadbd's configuration fails its test" in verdict.detail
             assert check.evaluate(probes[0], baseline).passed and ran[6:] == []  # kept in the episode
+            with Judge(client, image, run_id=f"{test_run_id}-later") as later:  # a later run's judge
+                assert len(later.lent) == 0
+                shells.append(later.session(first))
+                probe = Probe(
+                    testinfra_host(shells[-1], first.name),
+                    shells[-1],
+                    Counting(first),
+                    root=HOST_ROOT,
+                    memo={},
+                    across=later.lent,
+                )
+                assert check.evaluate(probe, baseline).passed and ran[6:] == ["nginx"], ran  # from disk
         finally:
             for shell in shells:
                 shell.close()

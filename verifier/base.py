@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -82,10 +82,10 @@ class Probe:
     daemons' config tests, keyed by what they read: ``fixos.verifier.integrity``);
     None where nothing is kept."""
 
-    across: dict[str, str] | None = None
+    across: MutableMapping[str, str] | None = None
     """answers one host's judgement may lend another's of the same image on the same engine
-    (the judge's: daemons' config tests keyed by what they read, ``fixos.verifier.config_tests``);
-    None where nothing is lent."""
+    (the judge's: daemons' config tests keyed by what they read, ``fixos.verifier.config_tests``,
+    and kept on disk, ``fixos.records.config_answers``); None where nothing is lent."""
 
     db_turn: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     """one SQL client of this judgement at a time in the host (``sql``)."""

@@ -81,7 +81,8 @@ emptied or locked, the data directory gone or /etc/hosts rewritten; both for a c
 ~/.my.cnf or a pool user gone. nginx's test is never lent: it resolves the names of its
 upstreams and loads the episode's own certificates."""
 ACROSS_KEPT = 256
-"""answers kept across hosts at most (a fault's seeded edit makes each episode's own)"""
+"""answers a judge keeps in memory at most (a fault's seeded edit makes each episode's own);
+on disk, ``fixos.records.config_answers.KEPT_FILES``"""
 
 
 MEMO_KEY = "config_tests"
