@@ -471,6 +471,64 @@ def test_a_config_test_is_lent_between_hosts_that_hold_the_same_bytes(
 
 
 @pytest.mark.live
+def test_a_failed_config_test_is_never_lent(client, images, image, test_run_id, tmp_path, monkeypatch):  # noqa: F811
+    """A test the host's own processes make fail without a byte changed (a leftover loop
+    killing it) fails that host only: its answer is neither lent to the next host of the
+    same bytes nor kept on disk for later runs; a pass is."""
+    from fixos.records.config_answers import ConfigAnswers
+    from fixos.stack.inspector import HOST_ROOT
+    from fixos.verifier.backend import testinfra_host
+    from fixos.verifier.base import Probe
+    from fixos.verifier.config_tests import ARGV, tests_in_host
+
+    monkeypatch.setenv("FIXOS_CACHE_DIR", str(tmp_path))
+    ran: list[str] = []
+
+    class Counting:
+        def __init__(self, live):
+            self._host, self.name = live, live.name
+
+        def run_program(self, argv, *args, **kwargs):
+            ran.extend(name for name, a in ARGV.items() if shlex.join(a) in argv[-1])
+            return self._host.run_program(argv, *args, **kwargs)
+
+        def facts(self):
+            return self._host.facts()
+
+        def view(self):
+            return self._host.view()
+
+    names = ["mariadbd", "php-fpm8.2"]
+    with (
+        helpers.booted(client, images, test_run_id) as first,
+        helpers.booted(client, images, f"{test_run_id}-b") as second,
+        Judge(client, image, run_id=test_run_id) as judge,
+    ):
+        shells = [judge.session(first), judge.session(second)]
+        try:
+            probes = [
+                Probe(testinfra_host(s, h.name), s, Counting(h), root=HOST_ROOT, memo={}, across=judge.lent)
+                for s, h in zip(shells, (first, second), strict=True)
+            ]
+            loop = "while :; do pkill -9 -f '^/usr/sbin/mariadb[d] --help'; done"  # not the exec's shell
+            killer = f"nohup setsid sh -c {shlex.quote(loop)} >/dev/null 2>&1 &"
+            code, out = in_host(client, first, killer)
+            assert code == 0, out
+            time.sleep(0.2)  # past SETTLING_NS since the boot's last writes
+            found = tests_in_host(probes[0], names)
+            assert found["mariadbd"] != "" and found["php-fpm8.2"] == "", found
+            assert [k.split()[0] for k in judge.lent] == ["php-fpm8.2"]  # the pass only
+            assert [k.split()[0] for k in ConfigAnswers()] == [] and len(list(tmp_path.rglob("*.json"))) == 1
+            found = tests_in_host(probes[1], names)
+            assert found == {"mariadbd": "", "php-fpm8.2": ""}
+            assert sorted(ran) == ["mariadbd", "mariadbd", "php-fpm8.2"], ran  # MariaDB's its own, PHP's lent
+            assert sorted(k.split()[0] for k in judge.lent) == sorted(names)
+        finally:
+            for shell in shells:
+                shell.close()
+
+
+@pytest.mark.live
 def test_an_episodes_checks_look_in_threads_kept_between_its_judgements(
     client, images, test_run_id, monkeypatch
 ):

@@ -79,7 +79,7 @@ reads (trees, entries): its configuration, its binary and the libraries it loads
 accounts it runs as. Measured, not assumed: neither answers otherwise for /var/log or /run
 emptied or locked, the data directory gone or /etc/hosts rewritten; both for a changed
 ~/.my.cnf or a pool user gone. nginx's test is never lent: it resolves the names of its
-upstreams and loads the episode's own certificates."""
+upstreams and loads the episode's own certificates. Only passes are lent (``tests_in_host``)."""
 ACROSS_KEPT = 256
 """answers a judge keeps in memory at most (a fault's seeded edit makes each episode's own);
 on disk, ``fixos.records.config_answers.KEPT_FILES``"""
@@ -207,8 +207,12 @@ def tests_in_host(probe: Probe, names: list[str]) -> dict[str, str]:
     )
     tests.update(ran)
     if ran and answered and probe.across is not None:
-        again = _lent_keys(probe, list(ran))
-        for name in ran:  # only what was read the same before and after the test ran
+        # Only a pass is lent: a failure may be the agent's doing without a byte changed
+        # (a leftover loop killing the test, the host's memory exhausted), and lent it would
+        # fail every other host of those bytes, in this run and, kept on disk, in later ones.
+        passed = [n for n in ran if ran[n] == ""]
+        again = _lent_keys(probe, passed) if passed else {}
+        for name in passed:  # only what was read the same before and after the test ran
             if lent.get(name) is not None and again.get(name) == lent[name]:
                 probe.across[lent[name]] = ran[name]
         while len(probe.across) > ACROSS_KEPT:
