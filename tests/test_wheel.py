@@ -96,7 +96,7 @@ def test_the_wheel_holds_one_namespace_and_its_data(wheel: Path):
     shipped = {name.removeprefix("fixos/"): entries[name].external_attr >> 16 & 0o100 for name in entries}
     assert {name: shipped.get(name) for name in images} == images  # every file, its exec bit kept
     assert "fixos/exporter/templates/verify_task.py" in entries
-    assert "fixos = fixos.cli:main" in entry_points.decode()
+    assert "fixos = fixos.cli:entry" in entry_points.decode()
     assert "server = fixos.server.app:main" in entry_points.decode()
 
 
