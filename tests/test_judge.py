@@ -393,6 +393,25 @@ def test_config_tests_are_kept_while_what_they_read_is_unchanged(client, host, i
             shell.close()
 
 
+class CountingTests:
+    """A live host whose config tests run through it are named in ``ran``, in the order run."""
+
+    def __init__(self, live, ran: list[str]) -> None:
+        self._host, self.name, self._ran = live, live.name, ran
+
+    def run_program(self, argv, *args, **kwargs):
+        from fixos.verifier.config_tests import ARGV
+
+        self._ran.extend(name for name, a in ARGV.items() if shlex.join(a) in argv[-1])
+        return self._host.run_program(argv, *args, **kwargs)
+
+    def facts(self):
+        return self._host.facts()
+
+    def view(self):
+        return self._host.view()
+
+
 @pytest.mark.live
 def test_a_config_test_is_lent_between_hosts_that_hold_the_same_bytes(
     client,
@@ -411,24 +430,9 @@ def test_a_config_test_is_lent_between_hosts_that_hold_the_same_bytes(
     from fixos.stack.inspector import HOST_ROOT
     from fixos.verifier.backend import testinfra_host
     from fixos.verifier.base import Probe
-    from fixos.verifier.config_tests import ARGV
     from fixos.verifier.integrity import ServicesOfficial
 
     ran: list[str] = []
-
-    class Counting:
-        def __init__(self, live):
-            self._host, self.name = live, live.name
-
-        def run_program(self, argv, *args, **kwargs):
-            ran.extend(name for name, a in ARGV.items() if shlex.join(a) in argv[-1])
-            return self._host.run_program(argv, *args, **kwargs)
-
-        def facts(self):
-            return self._host.facts()
-
-        def view(self):
-            return self._host.view()
 
     check = ServicesOfficial(ServicesOfficial.Params())
     with (
@@ -439,7 +443,14 @@ def test_a_config_test_is_lent_between_hosts_that_hold_the_same_bytes(
         shells = [judge.session(first), judge.session(second)]
         try:
             probes = [
-                Probe(testinfra_host(s, h.name), s, Counting(h), root=HOST_ROOT, memo={}, across=judge.lent)
+                Probe(
+                    testinfra_host(s, h.name),
+                    s,
+                    CountingTests(h, ran),
+                    root=HOST_ROOT,
+                    memo={},
+                    across=judge.lent,
+                )
                 for s, h in zip(shells, (first, second), strict=True)
             ]
             time.sleep(0.1)  # past SETTLING_NS since the boot's last writes
@@ -459,7 +470,7 @@ def test_a_config_test_is_lent_between_hosts_that_hold_the_same_bytes(
                 probe = Probe(
                     testinfra_host(shells[-1], first.name),
                     shells[-1],
-                    Counting(first),
+                    CountingTests(first, ran),
                     root=HOST_ROOT,
                     memo={},
                     across=later.lent,
@@ -479,24 +490,10 @@ def test_a_failed_config_test_is_never_lent(client, images, image, test_run_id, 
     from fixos.stack.inspector import HOST_ROOT
     from fixos.verifier.backend import testinfra_host
     from fixos.verifier.base import Probe
-    from fixos.verifier.config_tests import ARGV, tests_in_host
+    from fixos.verifier.config_tests import tests_in_host
 
     monkeypatch.setenv("FIXOS_CACHE_DIR", str(tmp_path))
     ran: list[str] = []
-
-    class Counting:
-        def __init__(self, live):
-            self._host, self.name = live, live.name
-
-        def run_program(self, argv, *args, **kwargs):
-            ran.extend(name for name, a in ARGV.items() if shlex.join(a) in argv[-1])
-            return self._host.run_program(argv, *args, **kwargs)
-
-        def facts(self):
-            return self._host.facts()
-
-        def view(self):
-            return self._host.view()
 
     names = ["mariadbd", "php-fpm8.2"]
     with (
@@ -507,7 +504,14 @@ def test_a_failed_config_test_is_never_lent(client, images, image, test_run_id, 
         shells = [judge.session(first), judge.session(second)]
         try:
             probes = [
-                Probe(testinfra_host(s, h.name), s, Counting(h), root=HOST_ROOT, memo={}, across=judge.lent)
+                Probe(
+                    testinfra_host(s, h.name),
+                    s,
+                    CountingTests(h, ran),
+                    root=HOST_ROOT,
+                    memo={},
+                    across=judge.lent,
+                )
                 for s, h in zip(shells, (first, second), strict=True)
             ]
             loop = "while :; do pkill -9 -f '^/usr/sbin/mariadb[d] --help'; done"  # not the exec's shell
