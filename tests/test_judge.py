@@ -7,6 +7,7 @@ after its owner was SIGKILLed. No judgement starts a container."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -412,6 +413,34 @@ class CountingTests:
         return self._host.view()
 
 
+@contextlib.contextmanager
+def two_hosts_on_a_judge(client, images, judge_image, run_id, ran):
+    """Two booted hosts of the image, a judge, and a probe of each whose config tests are
+    counted in ``ran`` and lend through the judge; the shells are the caller's to close."""
+    from fixos.stack.inspector import HOST_ROOT
+    from fixos.verifier.backend import testinfra_host
+    from fixos.verifier.base import Probe
+
+    with (
+        helpers.booted(client, images, run_id) as first,
+        helpers.booted(client, images, f"{run_id}-b") as second,
+        Judge(client, judge_image, run_id=run_id) as judge,
+    ):
+        shells = [judge.session(first), judge.session(second)]
+        probes = [
+            Probe(
+                testinfra_host(s, h.name),
+                s,
+                CountingTests(h, ran),
+                root=HOST_ROOT,
+                memo={},
+                across=judge.lent,
+            )
+            for s, h in zip(shells, (first, second), strict=True)
+        ]
+        yield first, second, judge, probes, shells
+
+
 @pytest.mark.live
 def test_a_config_test_is_lent_between_hosts_that_hold_the_same_bytes(
     client,
@@ -435,24 +464,14 @@ def test_a_config_test_is_lent_between_hosts_that_hold_the_same_bytes(
     ran: list[str] = []
 
     check = ServicesOfficial(ServicesOfficial.Params())
-    with (
-        helpers.booted(client, images, test_run_id) as first,
-        helpers.booted(client, images, f"{test_run_id}-b") as second,
-        Judge(client, image, run_id=test_run_id) as judge,
+    with two_hosts_on_a_judge(client, images, image, test_run_id, ran) as (
+        first,
+        second,
+        judge,
+        probes,
+        shells,
     ):
-        shells = [judge.session(first), judge.session(second)]
         try:
-            probes = [
-                Probe(
-                    testinfra_host(s, h.name),
-                    s,
-                    CountingTests(h, ran),
-                    root=HOST_ROOT,
-                    memo={},
-                    across=judge.lent,
-                )
-                for s, h in zip(shells, (first, second), strict=True)
-            ]
             time.sleep(0.1)  # past SETTLING_NS since the boot's last writes
             baseline = check.snapshot(probes[0])
             assert sorted(ran) == ["mariadbd", "nginx", "php-fpm8.2"] and len(judge.lent) == 2
@@ -487,33 +506,14 @@ def test_a_failed_config_test_is_never_lent(client, images, image, test_run_id, 
     killing it) fails that host only: its answer is neither lent to the next host of the
     same bytes nor kept on disk for later runs; a pass is."""
     from fixos.records.config_answers import ConfigAnswers
-    from fixos.stack.inspector import HOST_ROOT
-    from fixos.verifier.backend import testinfra_host
-    from fixos.verifier.base import Probe
     from fixos.verifier.config_tests import tests_in_host
 
     monkeypatch.setenv("FIXOS_CACHE_DIR", str(tmp_path))
     ran: list[str] = []
 
     names = ["mariadbd", "php-fpm8.2"]
-    with (
-        helpers.booted(client, images, test_run_id) as first,
-        helpers.booted(client, images, f"{test_run_id}-b") as second,
-        Judge(client, image, run_id=test_run_id) as judge,
-    ):
-        shells = [judge.session(first), judge.session(second)]
+    with two_hosts_on_a_judge(client, images, image, test_run_id, ran) as (first, _, judge, probes, shells):
         try:
-            probes = [
-                Probe(
-                    testinfra_host(s, h.name),
-                    s,
-                    CountingTests(h, ran),
-                    root=HOST_ROOT,
-                    memo={},
-                    across=judge.lent,
-                )
-                for s, h in zip(shells, (first, second), strict=True)
-            ]
             loop = "while :; do pkill -9 -f '^/usr/sbin/mariadb[d] --help'; done"  # not the exec's shell
             killer = f"nohup setsid sh -c {shlex.quote(loop)} >/dev/null 2>&1 &"
             code, out = in_host(client, first, killer)
