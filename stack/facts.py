@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from ..core.models import HostProcess
 from . import sockets
 from .contents import digest_of
-from .host_files import is_procfs, open_dir_in_root, open_in_root
+from .host_files import is_procfs, open_dir_in_root, open_in_root, read_proc
 
 SETTLING_NS = 50_000_000
 """an entry changed this recently (50 ms, more than a few ticks of the kernel's coarse
@@ -271,8 +271,8 @@ class HostFacts:
             for name in names:
                 where = f"{base}/{name}"
                 try:
-                    line = _read_proc(f"{where}/stat")
-                    argv = _read_proc(f"{where}/cmdline")
+                    line = read_proc(f"{where}/stat")
+                    argv = read_proc(f"{where}/cmdline")
                     try:
                         exe = os.readlink(f"{where}/exe")
                     except OSError:
@@ -347,20 +347,6 @@ class HostFacts:
         found = self._once("listening", self._listening)
         assert isinstance(found, bytes)
         return found
-
-
-def _read_proc(path: str) -> bytes:
-    """A whole ``/proc`` file, by the bare system calls: a Python file object costs three
-    more (an fstat, a seek, a tty probe), and a reading of the process table opens two
-    files a process."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 _CONTROL = dict.fromkeys([*range(32), 127], "?")
