@@ -323,8 +323,7 @@ class HostFacts:
         lines = []
         for where, name, line, *_ in self._each_process():
             try:
-                with open(f"{where}/status", encoding="utf-8", errors="replace") as f:
-                    status = f.read()
+                status = read_proc(f"{where}/status").decode("utf-8", "replace")
             except OSError:
                 continue
             lines += [f"/proc/{name}/status:{row}" for row in status.splitlines() if row[:6] in _SIGNALS]
