@@ -31,13 +31,7 @@ from ..diagnosis.truth import truth_report, truths
 from ..injector.conflicts import kept_down_by_returning
 from ..injector.families import families_of
 from ..records.baselines import BaselineStore
-from ..records.failures import (
-    EpisodeStatus,
-    Failure,
-    FailureKind,
-    agent_failure,
-    harness_failure,
-)
+from ..records.failures import EpisodeStatus, Failure, FailureKind, agent_failure, harness_failure
 from ..records.models import EpisodeRecord, Timings
 from ..records.rundir import write_interrupted
 from ..scenarios.schema import Scenario
@@ -267,7 +261,10 @@ class Episode:
                 probe.holding = holding
             if patient:
                 wait_for_exits({name: functools.partial(dying_of, p) for name, p in looking.probes.items()})
-            verdict = judge(self._checks, looking.probes, self._baseline, workers=looking.workers).verdict
+            settles = tasks.gates_settle(self.task)  # not at a report-only level
+            verdict = judge(
+                self._checks, looking.probes, self._baseline, workers=looking.workers, settles=settles
+            ).verdict
             return failing_disturbed(verdict, self._checks, looking.disturbed())
 
 

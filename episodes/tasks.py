@@ -54,6 +54,14 @@ def leaves_as_found(level: str, faults: int) -> bool:
     return level in REPORT_ONLY or faults == 0
 
 
+def gates_settle(level: str) -> bool:
+    """Whether a failed gate settles the final verdict at 0.0, so that the checks still
+    waiting may stop (``Probe.settled``). Not at a report-only level: there a scenario's gate
+    on a fault's effect fails as found, and every other check's own outcome is compared with
+    the confirmation's (``symptoms_as_found``); a page cut short would read as broken since."""
+    return level not in REPORT_ONLY
+
+
 def instruction_for(level: str, instruction: str) -> str:
     """The scenario's words, and what the level asks instead of a repair."""
     if level not in REPORT_ONLY:

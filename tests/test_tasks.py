@@ -161,3 +161,10 @@ def test_the_untouched_gate_leaves_out_what_daemons_write_and_compares_files_by_
     assert _shape(regular, 0, 0, 10, 7, 100) != _shape(regular, 0, 0, 10, 7, 200)  # rewritten the same
     gate = Untouched(UntouchedParams(services=["nginx"]))
     assert not gate.evaluate(None, None).passed  # type: ignore[arg-type]  # no record: fails closed
+
+
+def test_a_failed_gate_settles_the_verdict_at_a_repair_only():
+    """At a report-only level a gate fails as found by design; the other checks must still
+    be judged to the end, for ``symptoms_as_found`` to compare them with the confirmation."""
+    assert tasks.gates_settle("repair")
+    assert not any(tasks.gates_settle(level) for level in tasks.REPORT_ONLY)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -226,3 +227,33 @@ def test_the_oracle_that_reports_and_touches_nothing_scores_full_at_diagnose(cli
     for world, record in zip(AS_FOUND_WORLDS, records, strict=True):
         failed = [f"{c.name}: {c.detail}" for c in record.verdict.checks if not c.passed and not c.scored]
         assert record.status == "scored" and record.reward == 1.0, (world, record.error, failed)
+
+
+@pytest.mark.live
+def test_a_gate_failing_as_found_does_not_cut_a_page_short_at_diagnose(client, images, monkeypatch):
+    """medium_5 at diagnose: the scenario's own gate on the data directory's owner fails as
+    found, fast. Were that to settle the verdict (``Probe.settled``), a page still on its way
+    would be given up, read as broken since the confirmation, and zero a true report (CI, once
+    in many runs). Every page answers 0.5 s late here, so the gate always fails first."""
+    from fixos.stack.hosts import LiveHost
+
+    served = LiveHost.http_get
+
+    def late(self: LiveHost, port: int, path: str, timeout: float = 5.0) -> Any:
+        time.sleep(0.5)
+        return served(self, port, path, timeout)
+
+    monkeypatch.setattr(LiveHost, "http_get", late)
+    run_id = f"test-late-{secrets.token_hex(4)}"
+    try:
+        record = run_episode(
+            CATALOG["medium_5"], 1, "oracle", client=client, images=images, run_id=run_id, task="diagnose"
+        )[0]
+    finally:
+        remove_labelled(client, run_id=run_id)
+    assert record.status == "scored", record.error
+    checks = {c.name: c for c in record.verdict.checks}
+    gate = checks["the data directory belongs to mysql and is not world-writable"]
+    pages = checks["steady: the pages are the healthy host's, from outside"]
+    assert not gate.passed and pages.passed, (gate.detail, pages.detail)
+    assert record.reward == 1.0, [f"{c.name}: {c.detail}" for c in record.verdict.checks if not c.passed]

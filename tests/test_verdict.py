@@ -443,3 +443,24 @@ def test_the_broken_proof_waits_for_every_page_though_a_gate_failed(monkeypatch)
         assert seen.passed, seen.detail  # answered in 0.3 s, waited for
     finally:
         slow.close()
+
+
+def test_a_judgement_that_does_not_settle_waits_for_every_page_though_a_gate_failed(monkeypatch):
+    """A report-only level compares every check with the confirmation, gates failing as found
+    among them: a page cut short there would read as broken since (``tasks.gates_settle``)."""
+    from fixos.verifier import http, judge
+
+    monkeypatch.setattr(http, "FIRST_WAIT", 1.0)
+    registry, page, gate = _page_and_failing_gate(0.0)
+    slow = SlowSite(slow=1, delay=0.3)
+    try:
+        looked = Probe(host=None, shell=FakeShell(lambda c: ""), access=slow)  # type: ignore[arg-type]
+        after = judge([page, gate], {"web": looked}, {}, moment="after", registry=registry, settles=False)
+        [seen] = [c for c in after.verdict.checks if c.name == "page"]
+        assert seen.passed and after.verdict.reward == 0.0, seen.detail
+        slow.asked = 0
+        cut = judge([page, gate], {"web": looked}, {}, moment="after", registry=registry)
+        [seen] = [c for c in cut.verdict.checks if c.name == "page"]
+        assert not seen.passed and "not waited for" in seen.detail, seen.detail
+    finally:
+        slow.close()

@@ -59,6 +59,7 @@ def judge(
     moment: Moment = "after",
     registry: Registry[Check] = CHECKS,
     workers: Executor | None = None,
+    settles: bool = True,
 ) -> Judgement:
     """Judge the hosts behind ``probes`` (host name -> Probe) with the scenario's checks.
 
@@ -69,6 +70,8 @@ def judge(
     when healthy, a scored one failing when broken) is the caller's to decide.
     InvalidEpisode when a check cannot record or narrow its evidence. ``workers``: the
     threads the checks look in (an episode's, kept between its judgements; else new ones).
+    ``settles``: whether a failed gate may end the other checks' waits after the agent (not
+    where every check's own outcome counts, whatever the gates: a report-only level's).
     """
     if moment == "healthy":
         baseline = snapshot(entries, probes, registry=registry)
@@ -78,7 +81,7 @@ def judge(
         raise ValueError(f"moment must be healthy, broken or after (got {moment!r})")
     baseline = baseline or {}
     # the broken proof wants every scored check's own outcome: no wait is cut short there
-    settles = moment == "after"
+    settles = settles and moment == "after"
     verdict = verify(entries, probes, baseline, registry=registry, settles=settles, workers=workers)
     return Judgement(verdict, baseline)
 
