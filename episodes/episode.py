@@ -174,7 +174,8 @@ class Episode:
         # what the agent left running is judged once init adopts it (nothing_new_running)
         self._shell.close()
         if self.as_found:  # nothing may have changed: no restart to survive (``.tasks``)
-            verdict = tasks.as_found_verdict(self._judge(patient=True), self.broken_verdict, self.task)
+            judged = self._judge(patient=True, settles=tasks.gates_settle(self.task))
+            verdict = tasks.as_found_verdict(judged, self.broken_verdict, self.task)
             self.timings.verify = self.verify_times.as_left = time.monotonic() - started
             return verdict
         verdict = durable_verdict(
@@ -255,13 +256,13 @@ class Episode:
         self._sessions = JudgeSessions.kept(self._sessions, judge, self.stack.hosts, self._early)
         return vantage(self._client, self.stack.hosts, image, judge, patient=patient, sessions=self._sessions)
 
-    def _judge(self, *, patient: bool, holding: bool = True) -> Verdict:
+    def _judge(self, *, patient: bool, holding: bool = True, settles: bool = True) -> Verdict:
+        """``settles``: whether a failed gate may cut the other checks' waits (``tasks.gates_settle``)."""
         with self._inspected(patient) as looking:
             for probe in looking.probes.values():
                 probe.holding = holding
             if patient:
                 wait_for_exits({name: functools.partial(dying_of, p) for name, p in looking.probes.items()})
-            settles = tasks.gates_settle(self.task)  # not at a report-only level
             verdict = judge(
                 self._checks, looking.probes, self._baseline, workers=looking.workers, settles=settles
             ).verdict
