@@ -163,7 +163,7 @@ def test_the_untouched_gate_leaves_out_what_daemons_write_and_compares_files_by_
     assert not gate.evaluate(None, None).passed  # type: ignore[arg-type]  # no record: fails closed
 
 
-def test_a_failed_gate_settles_the_verdict_at_a_repair_only():
+def test_only_a_repairs_final_verdict_is_settled_by_a_failed_gate():
     """At a report-only level a gate fails as found by design; the other checks must still
     be judged to the end, for ``symptoms_as_found`` to compare them with the confirmation."""
     assert tasks.gates_settle("repair")
