@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from ..core.errors import InvalidEpisode, StackError, UnhealthyHost
+from ..core.errors import InvalidEpisode, ShellError, StackError, UnhealthyHost
 from ..core.models import InjectedFault, Verdict
 from ..core.registry import Registry
 from ..injector import FAULTS, Fault, inject_all
@@ -133,6 +133,7 @@ def break_hosts(
     vantage: Vantage | None = None,
     inject_through: Mapping[str, Shell] | None = None,
     on_injected: Callable[[], None] | None = None,
+    on_confirmed: Callable[[], None] | None = None,
     check_types: Registry[Check] = CHECKS,
     fault_types: Registry[Fault] = FAULTS,
 ) -> BrokenHosts:
@@ -145,7 +146,9 @@ def break_hosts(
     hosts (a pool's cache, the disk's), so only the checks it lacks are recorded. The faults go
     in through ``inject_through`` (default: ``shells``); ``on_injected`` runs
     once all are in, before their confirmation (the capture stops recording
-    there). The registries are for tests' own types.
+    there); ``on_confirmed`` once each is confirmed, before the broken hosts are
+    recorded (an episode ends the harness's sessions there). The registries are for
+    tests' own types.
     """
     look = vantage or in_host(shells, hosts)
     known = healthy or {}
@@ -168,6 +171,8 @@ def break_hosts(
     injected = inject_all(
         list(faults), inject_through or shells, seed, registry=fault_types, on_injected=on_injected
     )
+    if on_confirmed is not None:
+        on_confirmed()
 
     # judge() narrows a copy: the healthy evidence stays as recorded, for a pool to reuse.
     def confirm(looking: Looking) -> Any:
@@ -197,3 +202,22 @@ def tests_before_faults(
         if entries:
             found[name] = entries
     return found
+
+
+def end_sessions(shells: Mapping[str, Shell]) -> None:
+    """Close the harness's sessions and wait until each one's shell has exited: the faults'
+    processes it started are then init's children, as a server's own daemons are. Left
+    open through the agent's turn, ``ps --forest`` showed them under a session no healthy
+    server has, which named them as the faults' without any diagnosis (hard_1's hog was
+    the only program under it). A session whose shell does not end is the harness's
+    failure (StackError): no agent has run yet."""
+    for shell in shells.values():  # every stdin closed first: the shells end side by side
+        shell.close()
+    for name, shell in shells.items():
+        end = getattr(shell, "end", None)  # an engine's session; a test's fake has nothing to wait for
+        if end is None:
+            continue
+        try:
+            end()
+        except ShellError as exc:
+            raise StackError(f"the harness's session on {name} did not end: {exc}") from None

@@ -17,7 +17,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from ..core.errors import ShellError
 from .session import SESSION_COMMAND, SocketSession
+
+END_SECONDS = 10.0
+"""how long a closed session's shell may take to exit (it exits at the end of its input)."""
 
 
 class ExecShell(SocketSession):
@@ -77,6 +81,27 @@ class ExecShell(SocketSession):
                 return int(info.get("ExitCode") or 0)
             time.sleep(0.05)
         return -1
+
+    def end(self, timeout: float = END_SECONDS) -> None:
+        """Close the session and wait until its shell has exited, so that what it started
+        in the background is init's child from then on; ShellError if it still runs after
+        ``timeout`` seconds."""
+        exec_id = getattr(self, "_exec_id", None)
+        self.close()
+        if exec_id is None:
+            return
+        deadline, pause = time.monotonic() + timeout, 0.005
+        while self._running(exec_id):
+            if time.monotonic() > deadline:
+                raise ShellError(f"the session on {self.where} still runs {timeout:g}s after it was closed")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
+
+    def _running(self, exec_id: str) -> bool:
+        try:
+            return bool(self._api.exec_inspect(exec_id).get("Running"))
+        except Exception as exc:  # the engine's error, translated at the boundary
+            raise ShellError(f"cannot tell whether the session on {self.where} ended: {exc}") from exc
 
     def _stop(self) -> None:
         if self._sock is None:

@@ -81,13 +81,13 @@ def test_a_partial_repair_gets_partial_credit(client, images, test_run_id, easy_
     assert failed == ["the site serves its real home page from outside"]
 
 
-def test_verdicts_survive_an_agent_that_stops_or_kills_the_harness_session(
+def test_verdicts_survive_an_agent_that_stops_or_kills_the_judges_sessions(
     client, images, test_run_id, easy_1
 ):
-    others = "$(pgrep -x bash | grep -vx $$)"  # every bash but the agent's own
+    others = "$(pgrep -x bash | grep -vx $$)"  # every bash but the agent's own: the judge's sessions
     with Episode(easy_1, 1, client=client, images=images, run_id=test_run_id) as ep:
         assert ep.stack.take_shells() == {}, "the harness adopted the session that waited for the boot"
-        assert ep.shell.run(f'[ -n "{others}" ]').ok, "the harness keeps a session on the host"
+        assert ep.shell.run(f'[ -n "{others}" ]').ok, "the judge keeps sessions on the host"
         ep.shell.run(f"kill -STOP {others}")
         assert ep.verify().reward == 0.0
         ep.shell.run("service nginx start")
@@ -95,6 +95,25 @@ def test_verdicts_survive_an_agent_that_stops_or_kills_the_harness_session(
         assert ep.verify().reward == 1.0
         ep.shell.run("service nginx stop")
         assert ep.verify().reward == 0.0  # a fresh session, not a stale answer
+    assert labelled(client, test_run_id) == []
+
+
+def test_the_agent_finds_the_faults_processes_under_init_and_no_session_of_the_harness(
+    client, images, test_run_id
+):
+    # Left open, the session that injected the faults showed in `ps --forest` with the
+    # faults' processes under it: a list of the culprits, no diagnosis needed.
+    hard_1 = load_catalog()["hard_1"]
+    with Episode(hard_1, 1, client=client, images=images, run_id=test_run_id) as ep:
+        listed = ep.shell.run("echo $PPID; ps -e -o pid=,ppid=,args=").output.splitlines()
+        own, processes = int(listed[0]), [line.split(None, 2) for line in listed[1:]]
+        sessions = [int(pid) for pid, _ppid, args in processes if args.startswith("setsid --wait bash")]
+        assert sessions == [own], listed
+        parents = {int(pid): int(ppid) for pid, ppid, _args in processes}
+        assert parents[909] == 1, listed  # the hog, pinned at 909 by the scenario
+        outside = [args for _pid, ppid, args in processes if ppid == "0" and not args.startswith("init")]
+        assert all(a.startswith(("setsid --wait bash", "bash --noprofile --norc")) for a in outside), outside
+        assert ep.verify().reward == 0.0
     assert labelled(client, test_run_id) == []
 
 
