@@ -28,6 +28,7 @@ from ..scenarios.schema import HostSpec
 from ..shells.base import Shell
 from ..shells.exec import ExecShell
 from ..shells.ssh import SshShell, new_key, public_line
+from .boot_session import boot_command, first_session
 from .boot_wait import boot_wait
 from .disk_guard import DiskWatch, bounds_of, disk_mode, host_storage_opt, host_ulimits
 from .facts import HostFacts
@@ -80,6 +81,8 @@ class LiveHost:
         self.name = handle.name
         self.key = key
         """the episode's own SSH key: root logs in with it and nothing else."""
+        self.boot_sessions: set[int] = set()
+        """PIDs (the host's) of the harness's sessions its boot opened, while open (``.boot_session``)."""
         self._local: LocalView | None = None
         """what this machine reads of it without the engine (``fixos.stack.host_files``), once asked."""
 
@@ -301,6 +304,7 @@ class Stack:
                 self._network.name: self._client.api.create_endpoint_config(aliases=[spec.name])
             },
             cap_add=list(spec.caps) or None,
+            command=boot_command(isinstance(self._reach, Direct)),  # a local engine: no exec for the harness
             # No SYS_PTRACE: with it root here could write into an inspector (/proc/PID/mem).
             # The cost: `ss -p`, `lsof`, /proc/PID/exe name no owner of a setuid daemon's sockets.
         )
@@ -319,7 +323,8 @@ class Stack:
         hints = " && ".join(f"[ {READY_HINTS[s]} ]" for s in spec.services if s in READY_HINTS) or "true"
         # The session that waits for the boot stays open: the episode's harness
         # adopts it (``take_shells``) instead of starting one of its own.
-        shell = self._boot_shells[spec.name] = host.shell()
+        listening = boot_command(isinstance(self._reach, Direct)) is not None
+        shell = self._boot_shells[spec.name] = first_session(host, self._client.api, listening)
         authorized = shlex.quote(public_line(self._key, f"fixos-{self.episode_id}"))
         shell.run(f"printf '%s\\n' {authorized} > /root/.ssh/authorized_keys", timeout=10)
         if len(self._specs) > 1:

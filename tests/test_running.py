@@ -126,6 +126,33 @@ def test_a_faults_child_adopted_once_the_repair_killed_its_parent_is_the_faults(
     assert not check.evaluate(Probe(None, _Canned(other), None, root=HOST_ROOT), baseline).passed  # type: ignore[arg-type]
 
 
+class _Host:
+    """A host's outside access with only what the gate asks of it."""
+
+    def __init__(self, boot_sessions: set[int]) -> None:
+        self.boot_sessions = boot_sessions
+
+
+def test_the_harness_session_a_boot_opened_is_left_out_while_open_and_judged_after() -> None:
+    """``fixos.shells.boot``: the harness's first session is init's child, named by its PID
+    while open (``LiveHost.boot_sessions``); a shell of the same shape once it ended, or
+    under another PID, is judged as any program is."""
+    check = CHECKS.get("nothing_new_running")(CHECKS.get("nothing_new_running").Params())
+    healthy = _WALKED.replace(" 90     1 S    bash -c while :; do /bin/true; done\n", "")
+    session = " 7     1 Ss   bash --noprofile --norc\n 8     7 S    sleep 3\n"
+    exes = "/proc/7 /usr/bin/bash\n/proc/8 /usr/bin/sleep\n"
+    booted = healthy.replace("--\n", session + "--\n") + exes
+    open_ = _Host({7})
+    baseline = check.snapshot(Probe(None, _Canned(booted), open_, root=HOST_ROOT))  # type: ignore[arg-type]
+    assert not any("--noprofile" in shape for shape in baseline["shapes"]), baseline["shapes"]
+    assert check.evaluate(Probe(None, _Canned(booted), open_, root=HOST_ROOT), baseline).passed  # type: ignore[arg-type]
+    # the same processes once the harness closed its session (an agent's copy of its shape)
+    outcome = check.evaluate(Probe(None, _Canned(booted), _Host(set()), root=HOST_ROOT), baseline)  # type: ignore[arg-type]
+    assert not outcome.passed and "pid 7 /usr/bin/bash (bash --noprofile --norc)" in outcome.detail
+    outcome = check.evaluate(Probe(None, _Canned(booted), _Host({9}), root=HOST_ROOT), baseline)  # type: ignore[arg-type]
+    assert not outcome.passed
+
+
 # -- on a live host -------------------------------------------------------------
 
 

@@ -14,9 +14,11 @@ daemons), none may run more copies than the healthy host ran.
 Left out, each for a reason:
 
 - sessions entered from outside the host (their parent is outside its PID
-  namespace: the engine's exec, the judge's sessions, the harness's and the
-  agent's ``docker exec``), with all they started: the final verdict closes the
-  agent's sessions first, so what it left running is adopted by init and judged;
+  namespace: the engine's exec, the judge's sessions, the agent's ``docker exec``),
+  with all they started: the final verdict closes the agent's sessions first, so
+  what it left running is adopted by init and judged; and the harness's session
+  the host's boot opened (init's child: ``fixos.shells.boot``) while it is open, by
+  its PID: it ends before any agent comes;
 - an open SSH connection's processes (an external agent still logged in): a loop
   under a connection that stays open is not seen; once the connection ends, it is;
 - what cron runs for a job (the healthy host's own jobs; a new cron line fails
@@ -97,12 +99,15 @@ def _shape(proc: Proc) -> str:
     return f"{proc.exe or '?'} {re.sub(r'[0-9]+', 'N', proc.args)}"
 
 
-def _entered_from(proc: Proc, procs: dict[int, Proc]) -> int | None:
+def _entered_from(proc: Proc, procs: dict[int, Proc], boot: frozenset[int] = frozenset()) -> int | None:
     """The session entered from outside that ``proc`` runs under (its PID), None if none;
-    -1 when it runs under an SSH connection, a cron job or an init script (left out)."""
+    -1 when it runs under an SSH connection, a cron job or an init script (left out).
+    ``boot``: the PIDs of the harness's sessions the host's boot opened, open now (init's
+    children: ``fixos.shells.boot``), which count as entered from outside; they end before
+    any agent comes, and a shell of their shape found later is judged as any program is."""
     seen, here = 0, proc
     while here.pid != 1 and seen < _MAX_DEPTH:
-        if here.ppid == 0:
+        if here.ppid == 0 or here.pid in boot:
             return here.pid
         parent = procs.get(here.ppid)
         if parent is None:
@@ -134,12 +139,14 @@ def shapes(probe: Probe, *, recording: bool = False) -> tuple[dict[str, Proc], C
     faults' processes, started from the harness's session, whose watchdog loop the repair
     kills while its ``sleep`` still runs)."""
     procs = _walk(probe)
+    boot = getattr(probe.access, "boot_sessions", None)  # a LiveHost's (``fixos.stack.hosts``)
+    boot = frozenset(boot) if isinstance(boot, set | frozenset) else frozenset()
     found: dict[str, Proc] = {}
     adopted: Counter[str] = Counter()
     for proc in procs.values():
         if proc.pid == 1 or proc.state.startswith("Z") or _worker(proc, procs):
             continue
-        root = _entered_from(proc, procs)
+        root = _entered_from(proc, procs, boot)
         if root == -1 or (root is not None and (not recording or root == proc.pid)):
             continue
         stop = (0, 1) if root is None else (0, 1, root)

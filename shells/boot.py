@@ -1,0 +1,117 @@
+"""The harness's first session on a host, opened without an engine exec.
+
+A host started on an engine of this machine runs ``fixos-init`` first (``images/server``):
+it forks a listener on a unix socket in the host's /run, then becomes the host's init. This
+machine reaches the socket through the host's root (``/proc/<pid>/root``, held open as a
+directory by ``fixos.stack.host_files``); the listener takes that one connection, removes
+its socket and runs the command line sent first, as the judge's ``judge-serve`` does. The
+session costs a fork in the host instead of an engine exec (~45 CPU-ms of dockerd,
+containerd and runc); the host's cgroup, capabilities, seccomp filter and limits are its
+init's, as an exec's are.
+
+Its shell is init's child, where an exec's has no parent in the host: the steady-state
+gate on processes leaves it out of what it records (``fixos.verifier.running``), and the
+harness ends it before any agent comes (``fixos.episodes.phases.end_sessions``). A session
+that must be opened again, and every command beside it, go through the engine.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..core.errors import ShellError
+from .exec import END_SECONDS, ExecShell
+from .session import SESSION_COMMAND
+from .unix import command_line, connect
+
+SOCKET = "/run/fixos-harness/session.sock"
+"""where ``fixos-init``'s listener waits, inside the host."""
+LISTEN_SECONDS = 60.0
+"""how long it waits (``fixos-init``'s own bound)."""
+CONNECT_SECONDS = 5.0
+"""how long a harness waits for the socket to appear once the host started (the listener
+binds it ~20 ms after the start; under load, later)."""
+
+
+class BootShell(ExecShell):
+    """``BootShell(api, container_id, root)``: ``root`` is a path of this machine to the host's
+    root directory. ShellError when the listener does not answer (the caller then opens an
+    ``ExecShell``)."""
+
+    def __init__(self, api: Any, container_id: str, root: str, **kwargs: Any) -> None:
+        self._root = root
+        self._listener = True  # the first open only: the listener takes one connection
+        self._ended: list[Callable[[], None]] = []
+        super().__init__(api, container_id, **kwargs)
+        self.pid = self._pgid
+        """the shell's PID in the host (init's child)."""
+
+    def on_end(self, call: Callable[[], None]) -> None:
+        """Have ``call`` run once the listener's shell is closed (it then exits: ``end`` waits
+        for that) or lost (a session opened again is an exec)."""
+        self._ended.append(call)
+
+    def close(self) -> None:
+        super().close()
+        self._run_ended()
+
+    def _run_ended(self) -> None:
+        calls, self._ended = self._ended, []
+        for call in calls:
+            call()
+
+    @property
+    def where(self) -> str:
+        return f"container {self._container[:12]} ({'its boot socket' if self._listener else 'exec'})"
+
+    def _start(self) -> None:
+        if not self._listener:
+            super()._start()
+            return
+        path = self._root + SOCKET
+        deadline = time.monotonic() + CONNECT_SECONDS
+        while True:
+            try:
+                self._sock = connect(path)
+                break
+            except OSError as exc:
+                if time.monotonic() > deadline:
+                    raise ShellError(f"no listener at the boot socket of {self.where}: {exc}") from None
+                time.sleep(0.01)
+        self._raw = self._sock
+        try:
+            self._sock.sendall(command_line((), SESSION_COMMAND.split(), env=self._env, cwd=self._cwd))
+        except OSError as exc:
+            self._stop()
+            raise ShellError(f"cannot open a shell on {self.where}: {exc}") from exc
+
+    def _open(self, *, restore: bool) -> None:
+        if restore and self._listener:  # it took its one connection: a session opened again is an exec
+            self._listener = False
+            self._run_ended()
+        super()._open(restore=restore)
+
+    def _read(self, wait: float) -> bytes | None:
+        if self._listener:
+            return self._receive(wait)  # the shell's own stream: no engine framing
+        return super()._read(wait)
+
+    def _ended_code(self) -> int:
+        if self._listener:
+            return -1  # nothing reports the exit status of init's child
+        return super()._ended_code()
+
+    def end(self, timeout: float = END_SECONDS) -> None:
+        if not self._listener:
+            super().end(timeout)
+            return
+        self.close()
+        deadline, pause = time.monotonic() + timeout, 0.002
+        while os.path.exists(f"{self._root}/proc/{self.pid}"):  # init reaps it as it exits
+            if time.monotonic() > deadline:
+                raise ShellError(f"the session on {self.where} still runs {timeout:g}s after it was closed")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)
