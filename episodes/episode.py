@@ -51,7 +51,7 @@ from .blame import final_verdict
 from .diagnosed import diagnosed
 from .durability import PhaseTimes, durable_verdict
 from .inspection import JudgeSessions, Looking, failing_disturbed, vantage
-from .phases import break_hosts, check_entries, end_sessions, fault_entries, tests_before_faults
+from .phases import break_hosts, check_entries, fault_entries, tests_before_faults
 
 
 def new_run_id() -> str:
@@ -140,7 +140,7 @@ class Episode:
             self.stack.hosts,
             healthy=cached,
             vantage=self._inspected,
-            on_confirmed=lambda: end_sessions(self._harness),  # ended: a later reset opens new ones
+            on_confirmed=lambda: self._shell.succeed(self._harness, self._client.api),  # resets open new
         )
         self._store.keep(keys, broken.healthy, self.pool.baselines if self.pool is not None else None)
         self.faults = broken.faults

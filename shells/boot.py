@@ -36,16 +36,55 @@ CONNECT_SECONDS = 5.0
 binds it ~20 ms after the start; under load, later)."""
 
 
+class Pipes:
+    """Two FIFOs' descriptors as the one stream a session speaks over: what the shell reads,
+    what it writes (``BootShell`` handed over by another session: ``fixos.stack.boot_session``)."""
+
+    def __init__(self, to_shell: int, from_shell: int) -> None:
+        self._to, self._from = to_shell, from_shell
+        os.set_blocking(to_shell, True)  # both opened without blocking: each waits for the shell's end
+        os.set_blocking(from_shell, True)  # the session reads only what poll says is there
+
+    def fileno(self) -> int:
+        return self._from
+
+    def sendall(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._to, view) :]
+
+    def recv(self, size: int) -> bytes:
+        return os.read(self._from, size)
+
+    def shutdown(self, how: int) -> None:
+        self._close_to()
+
+    def _close_to(self) -> None:
+        to, self._to = self._to, -1
+        if to >= 0:
+            os.close(to)
+
+    def close(self) -> None:
+        self._close_to()
+        fd, self._from = self._from, -1
+        if fd >= 0:
+            os.close(fd)
+
+
 class BootShell(ExecShell):
     """``BootShell(api, container_id, root)``: ``root`` is a path of this machine to the host's
     root directory. ShellError when the listener does not answer (the caller then opens an
-    ``ExecShell``)."""
+    ``ExecShell``). ``stream``, when given, opens the first stream instead of the boot's
+    socket (a session another one handed over)."""
 
-    def __init__(self, api: Any, container_id: str, root: str, **kwargs: Any) -> None:
+    def __init__(
+        self, api: Any, container_id: str, root: str, *, stream: Callable[[], Any] | None = None, **kw: Any
+    ) -> None:
         self._root = root
+        self._first = stream or self._boot_socket
         self._listener = True  # the first open only: the listener takes one connection
         self._ended: list[Callable[[], None]] = []
-        super().__init__(api, container_id, **kwargs)
+        super().__init__(api, container_id, **kw)
         self.pid = self._pgid
         """the shell's PID in the host (init's child)."""
 
@@ -71,22 +110,26 @@ class BootShell(ExecShell):
         if not self._listener:
             super()._start()
             return
+        self._sock = self._first()
+        self._raw = self._sock
+
+    def _boot_socket(self) -> Any:
         path = self._root + SOCKET
         deadline = time.monotonic() + CONNECT_SECONDS
         while True:
             try:
-                self._sock = connect(path)
+                sock = connect(path)
                 break
             except OSError as exc:
                 if time.monotonic() > deadline:
                     raise ShellError(f"no listener at the boot socket of {self.where}: {exc}") from None
                 time.sleep(0.01)
-        self._raw = self._sock
         try:
-            self._sock.sendall(command_line((), SESSION_COMMAND.split(), env=self._env, cwd=self._cwd))
+            sock.sendall(command_line((), SESSION_COMMAND.split(), env=self._env, cwd=self._cwd))
         except OSError as exc:
-            self._stop()
+            sock.close()
             raise ShellError(f"cannot open a shell on {self.where}: {exc}") from exc
+        return sock
 
     def _open(self, *, restore: bool) -> None:
         if restore and self._listener:  # it took its one connection: a session opened again is an exec

@@ -1,13 +1,17 @@
 """The harness's first session on a host of a local engine comes from the host's boot
 (``fixos.shells.boot``: a fork of ``fixos-init``'s listener), not from an engine exec; it is
-init's child, left out of the steady state while open, and ended before any agent comes.
-Where it cannot be had, the session is an exec and no listener stays in the host."""
+init's child, left out of the steady state while open, and ended before any agent comes,
+once it started the agent's first session on the login host (a fork too). Where it cannot
+be had, the session is an exec and no listener stays in the host."""
 
 from __future__ import annotations
 
 import pytest
+from helpers import labelled
 
+from fixos.episodes.episode import Episode
 from fixos.episodes.phases import end_sessions
+from fixos.scenarios.catalog import load_catalog
 from fixos.scenarios.schema import HostSpec
 from fixos.shells.boot import BootShell
 from fixos.shells.exec import ExecShell
@@ -88,3 +92,29 @@ def test_a_listener_that_does_not_answer_is_told_to_go(client, images, test_run_
         shell.close()
     finally:
         stack.down()
+
+
+def test_the_agents_first_session_is_handed_over_by_the_harness_and_judged_once_closed(
+    client, images, test_run_id
+):
+    easy_1 = load_catalog()["easy_1"]
+    with Episode(easy_1, 1, client=client, images=images, run_id=test_run_id) as ep:
+        shell = ep.shell()
+        assert isinstance(shell, BootShell)
+        assert ep.host.boot_sessions == {shell.pid}
+        parent = ep.shell.run("echo $PPID; ps -o ppid= -p $$").output.split()
+        assert parent[1] == "1", parent  # init's, once the harness's session ended
+        assert _listener_left(shell) == ""
+        assert ep.shell.run("ls /run | grep -c fixos-hand").output.strip() == "0"  # its FIFOs removed
+        # nothing went through the engine's exec yet: neither the harness nor the agent
+        assert not client.api.inspect_container(ep.host.handle.container_id)["ExecIDs"]
+        ep.shell.run("service nginx start")
+        ep.shell.run("nohup bash -c 'while :; do sleep 1; done' >/dev/null 2>&1 &")
+        verdict = ep.verify()
+        assert ep.host.boot_sessions == set()
+        failed = {c.name: c.detail for c in verdict.checks if not c.passed}
+        loop = "(bash -c while :; do sleep 1; done)"
+        assert verdict.reward == 0.0 and loop in " ".join(failed.values()), failed
+        ep.shell.run("pkill -f 'while :; do sleep 1; done'")  # an exec now: the handed one was closed
+        assert ep.verify().reward == 1.0
+    assert labelled(client, test_run_id) == []

@@ -105,14 +105,15 @@ def test_the_agent_finds_the_faults_processes_under_init_and_no_session_of_the_h
     # faults' processes under it: a list of the culprits, no diagnosis needed.
     hard_1 = load_catalog()["hard_1"]
     with Episode(hard_1, 1, client=client, images=images, run_id=test_run_id) as ep:
-        listed = ep.shell.run("echo $PPID; ps -e -o pid=,ppid=,args=").output.splitlines()
-        own, processes = int(listed[0]), [line.split(None, 2) for line in listed[1:]]
-        sessions = [int(pid) for pid, _ppid, args in processes if args.startswith("setsid --wait bash")]
-        assert sessions == [own], listed
-        parents = {int(pid): int(ppid) for pid, ppid, _args in processes}
+        listed = ep.shell.run("echo $$; ps -e -o pid=,ppid=,args=").output.splitlines()
+        own, rows = int(listed[0]), [line.split(None, 2) for line in listed[1:]]
+        parents = {int(pid): int(ppid) for pid, ppid, _args in rows}
         assert parents[909] == 1, listed  # the hog, pinned at 909 by the scenario
-        outside = [args for _pid, ppid, args in processes if ppid == "0" and not args.startswith("init")]
-        assert all(a.startswith(("setsid --wait bash", "bash --noprofile --norc")) for a in outside), outside
+        shells = ("setsid --wait bash", "bash --noprofile --norc")
+        others = {int(pid) for pid, _ppid, args in rows if args.startswith(shells)} - {own, parents[own]}
+        # beside the agent's own session, only the judge's: entered from outside, nothing under them
+        assert all(parents[pid] == 0 for pid in others), listed
+        assert not [pid for pid, ppid in parents.items() if ppid in others], listed
         assert ep.verify().reward == 0.0
     assert labelled(client, test_run_id) == []
 
