@@ -1,4 +1,4 @@
-"""The harness's first session on a host, opened without an engine exec.
+"""The first sessions on a host, the harness's and the agent's, opened without an engine exec.
 
 A host started on an engine of this machine runs ``fixos-init`` first (``images/server``):
 it forks a listener on a unix socket in the host's /run, then becomes the host's init. This
@@ -9,10 +9,15 @@ session costs a fork in the host instead of an engine exec (~45 CPU-ms of docker
 containerd and runc); the host's cgroup, capabilities, seccomp filter and limits are its
 init's, as an exec's are.
 
-Its shell is init's child, where an exec's has no parent in the host: the steady-state
-gate on processes leaves it out of what it records (``fixos.verifier.running``), and the
-harness ends it before any agent comes (``fixos.episodes.phases.end_sessions``). A session
-that must be opened again, and every command beside it, go through the engine.
+The agent's first session on the login host is a ``BootShell`` over a ``Pipes`` stream: a
+shell the harness's session starts on two FIFOs, which this machine opens through the host's
+root (``fixos.stack.boot_session.handed_over``).
+
+Their shells are init's children, where an exec's has no parent in the host: the
+steady-state gate on processes leaves them out by PID while they are open
+(``fixos.verifier.running``); the harness ends its own before any agent comes
+(``fixos.episodes.phases.end_sessions``), and the final verdict the agent's. A session that
+must be opened again, and every command beside one, go through the engine.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from typing import Any
 
 from ..core.errors import ShellError
 from .exec import END_SECONDS, ExecShell
-from .session import SESSION_COMMAND
+from .session import SESSION_COMMAND, open_wait
 from .unix import command_line, connect
 
 SOCKET = "/run/fixos-harness/session.sock"
@@ -75,13 +80,22 @@ class BootShell(ExecShell):
     """``BootShell(api, container_id, root)``: ``root`` is a path of this machine to the host's
     root directory. ShellError when the listener does not answer (the caller then opens an
     ``ExecShell``). ``stream``, when given, opens the first stream instead of the boot's
-    socket (a session another one handed over)."""
+    socket (a session another one handed over). ``read`` reads a file inside the host (its
+    shell's exit status: init, its parent, reports it to no one)."""
 
     def __init__(
-        self, api: Any, container_id: str, root: str, *, stream: Callable[[], Any] | None = None, **kw: Any
+        self,
+        api: Any,
+        container_id: str,
+        root: str,
+        *,
+        stream: Callable[[], Any] | None = None,
+        read: Callable[[str], bytes | None] = lambda path: None,
+        **kw: Any,
     ) -> None:
         self._root = root
         self._first = stream or self._boot_socket
+        self._read_file = read
         self._listener = True  # the first open only: the listener takes one connection
         self._ended: list[Callable[[], None]] = []
         super().__init__(api, container_id, **kw)
@@ -136,6 +150,10 @@ class BootShell(ExecShell):
             self._listener = False
             self._run_ended()
         super()._open(restore=restore)
+        if self._listener:  # `exit N` reports N, as an exec's session does
+            trap = f"trap 'builtin echo $? >| {self._state}.exit' EXIT"
+            if self._exchange(trap, timeout=open_wait(), may_kill=False) is None:
+                raise ShellError(f"shell on {self.where} ended as it opened")
 
     def _read(self, wait: float) -> bytes | None:
         if self._listener:
@@ -143,8 +161,9 @@ class BootShell(ExecShell):
         return super()._read(wait)
 
     def _ended_code(self) -> int:
-        if self._listener:
-            return -1  # nothing reports the exit status of init's child
+        if self._listener:  # its EXIT trap's; -1 when it died of a signal or the trap was replaced
+            said = (self._read_file(self._state + ".exit") or b"").strip()
+            return int(said) if said.isdigit() else -1
         return super()._ended_code()
 
     def end(self, timeout: float = END_SECONDS) -> None:

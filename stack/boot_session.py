@@ -46,7 +46,8 @@ def first_session(host: Any, api: Any, listening: bool) -> Shell:
     files = host.local_files() if listening else None
     if files is not None:
         try:
-            shell = BootShell(api, host.handle.container_id, f"/proc/self/fd/{files.root_fd}")
+            root = f"/proc/self/fd/{files.root_fd}"
+            shell = BootShell(api, host.handle.container_id, root, read=_reader(files))
             host.boot_sessions.add(shell.pid)
             shell.on_end(lambda: host.boot_sessions.discard(shell.pid))
             return shell
@@ -88,13 +89,18 @@ def handed_over(harness: Shell, host: Any, api: Any) -> Shell:
         to_shell, from_shell = _open_fifos(files.root_fd, where)
         pipes = Pipes(to_shell, from_shell)
         root = f"/proc/self/fd/{files.root_fd}"
-        shell = BootShell(api, host.handle.container_id, root, stream=lambda: pipes)
+        shell = BootShell(api, host.handle.container_id, root, stream=lambda: pipes, read=_reader(files))
     except (OSError, ShellError) as exc:
         harness.run(f"kill -KILL {shell_pid or 0} 2>/dev/null; rm -rf {where}", timeout=10)
         raise ShellError(f"no session handed over on {host.name}: {exc}") from None
     host.boot_sessions.add(shell.pid)
     shell.on_end(lambda: host.boot_sessions.discard(shell.pid))
     return shell
+
+
+def _reader(files: Any) -> Any:
+    """A small file of the host, read inside its root (``HostFiles.read``): None if none."""
+    return lambda path: files.read(path, 64)
 
 
 def _open_fifos(root_fd: int, where: str) -> tuple[int, int]:

@@ -81,10 +81,8 @@ class LiveHost:
         self.name = handle.name
         self.key = key
         """the episode's own SSH key: root logs in with it and nothing else."""
-        self.boot_sessions: set[int] = set()
-        """PIDs (the host's) of the harness's sessions its boot opened, while open (``.boot_session``)."""
-        self._local: LocalView | None = None
-        """what this machine reads of it without the engine (``fixos.stack.host_files``), once asked."""
+        self.boot_sessions: set[int] = set()  # PIDs of the open sessions forked in it (``.boot_session``)
+        self._local: LocalView | None = None  # what this machine reads of it (``.host_files``), once asked
 
     def shell(self, **kwargs: Any) -> ExecShell:
         """A new, independent session with a clean environment (docker exec)."""
@@ -109,10 +107,8 @@ class LiveHost:
 
     def ssh_command(self, key_path: Path) -> str:
         ip, port = self.endpoint(22)  # a relay's listener lives as long as this process
-        return (
-            f"ssh -i {key_path} -p {port} -o StrictHostKeyChecking=no "
-            f"-o UserKnownHostsFile=/dev/null root@{ip}"
-        )
+        options = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+        return f"ssh -i {key_path} -p {port} {options} root@{ip}"
 
     def exec_command(self) -> str:
         return f"docker exec -it {self.handle.container_id[:12]} bash -l"
@@ -154,6 +150,11 @@ class LiveHost:
     def read_file(self, path: str) -> bytes | None:
         """The file's bytes read through the engine, not through any program in the container."""
         return self.read_files([path])[path]
+
+    def forget_view(self) -> None:  # its root held open would keep a removed host's disk
+        view, self._local = self._local, None
+        if view is not None and view.files is not None:
+            view.files.close()
 
     def view(self) -> LocalView:  # what this machine reads of it without the engine: its layers, its root
         if self._local is None:  # asked once: a container's layers and root never move
@@ -323,8 +324,8 @@ class Stack:
         hints = " && ".join(f"[ {READY_HINTS[s]} ]" for s in spec.services if s in READY_HINTS) or "true"
         # The session that waits for the boot stays open: the episode's harness
         # adopts it (``take_shells``) instead of starting one of its own.
-        listening = boot_command(isinstance(self._reach, Direct)) is not None
-        shell = self._boot_shells[spec.name] = first_session(host, self._client.api, listening)
+        listens = boot_command(isinstance(self._reach, Direct)) is not None
+        shell = self._boot_shells[spec.name] = first_session(host, self._client.api, listens)
         authorized = shlex.quote(public_line(self._key, f"fixos-{self.episode_id}"))
         shell.run(f"printf '%s\\n' {authorized} > /root/.ssh/authorized_keys", timeout=10)
         if len(self._specs) > 1:
@@ -380,6 +381,8 @@ class Stack:
         for shell in self.take_shells().values():
             with contextlib.suppress(Exception):
                 shell.close()
+        for host in self.hosts.values():
+            host.forget_view()
         for container in self._containers:
             with contextlib.suppress(NotFound):
                 container.remove(force=True, v=True)
