@@ -34,11 +34,9 @@ from .unix import command_line, connect
 
 SOCKET = "/run/fixos-harness/session.sock"
 """where ``fixos-init``'s listener waits, inside the host."""
-LISTEN_SECONDS = 60.0
-"""how long it waits (``fixos-init``'s own bound)."""
 CONNECT_SECONDS = 5.0
 """how long a harness waits for the socket to appear once the host started (the listener
-binds it ~20 ms after the start; under load, later)."""
+binds it ~20 ms after the start; under load, later; it waits a minute for a caller)."""
 
 
 class Pipes:

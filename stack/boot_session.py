@@ -13,13 +13,17 @@ import os
 import secrets
 import shlex
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import ShellError
 from ..shells.base import CLEAN_ENV, Shell
 from ..shells.boot import BootShell, Pipes
 from ..shells.session import SESSION_COMMAND
-from .host_files import open_dir_in_root
+from .host_files import HostFiles, open_dir_in_root
+
+if TYPE_CHECKING:  # it imports this module
+    from .hosts import LiveHost
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +42,8 @@ def boot_command(local: bool) -> list[str] | None:
     return [INIT] if local and forks_sessions() else None
 
 
-def first_session(host: Any, api: Any, listening: bool) -> Shell:
-    """``host``'s first session (a ``LiveHost``; ``api``, its engine's): through the boot's
+def first_session(host: LiveHost, api: Any, listening: bool) -> Shell:
+    """``host``'s first session (``api``: its engine's ``docker.APIClient``): through the boot's
     listener when it started with one (``listening``) and this machine holds its root, else
     by exec. A listener that does not answer is told to go (through the exec), so nothing of
     it stays in the host."""
@@ -63,8 +67,8 @@ HAND_SECONDS = 5.0
 """how long the handed-over shell may take to open its end of the FIFOs."""
 
 
-def handed_over(harness: Shell, host: Any, api: Any) -> Shell:
-    """A new session on ``host`` (a ``LiveHost``) started by the harness's own session there,
+def handed_over(harness: Shell, host: LiveHost, api: Any) -> Shell:
+    """A new session on ``host`` started by the harness's own session there,
     for the agent: a fork in the host, no engine exec. The harness starts a clean shell
     (the environment and directory a new session has) on two FIFOs in the host's /run, in a
     session of its own; this machine opens them through the host's root (resolved inside it)
@@ -98,7 +102,7 @@ def handed_over(harness: Shell, host: Any, api: Any) -> Shell:
     return shell
 
 
-def _reader(files: Any) -> Any:
+def _reader(files: HostFiles) -> Callable[[str], bytes | None]:
     """A small file of the host, read inside its root (``HostFiles.read``): None if none."""
     return lambda path: files.read(path, 64)
 
