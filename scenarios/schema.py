@@ -7,6 +7,7 @@ entry names, so a misspelt param fails at load time, with its path.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -195,14 +196,22 @@ class Scenario(_Strict):
         return [f.type for f in self.faults]
 
 
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]+")
+
+
 def _field_path(loc: tuple[Any, ...]) -> str:
+    """``hosts[0].name``; a key that is no plain name is quoted, its line breaks escaped, so the
+    message stays one line (a fuzzed ``limits: {"\\n": null}`` broke it in two)."""
     path = ""
     for part in loc:
         if isinstance(part, int):
             path += f"[{part}]"
         else:
-            part = str(part) if len(str(part)) <= 50 else f"{str(part)[:47]}..."  # a key may be 1 MB
-            path += f".{part}" if path else part
+            text = str(part) if len(str(part)) <= 50 else f"{str(part)[:47]}..."  # a key may be 1 MB
+            if not _PLAIN_KEY.fullmatch(text):
+                path += f"[{text!r}]"
+            else:
+                path += f".{text}" if path else text
     return path
 
 

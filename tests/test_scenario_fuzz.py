@@ -143,3 +143,12 @@ def test_the_real_scenarios_load_unmutated() -> None:
     with tempfile.TemporaryDirectory() as directory:
         for name, text in REAL.items():
             assert isinstance(outcome(Path(directory), name, text.encode()), Scenario), name
+
+
+def test_a_key_with_a_line_break_is_named_on_one_line() -> None:
+    """Found by ``test_mutated_real_scenarios``: ``limits: {"\\n": null}`` in fd_1."""
+    original = yaml.safe_load(REAL["fd_1.yaml"])
+    mutated = mutate(original, ("limits",), "replace", {"\n": None})
+    with tempfile.TemporaryDirectory() as directory:
+        found = outcome(Path(directory), "fd_1.yaml", yaml.safe_dump(mutated, sort_keys=False).encode())
+    assert isinstance(found, ScenarioError) and found.field == "limits['\\n']", found
