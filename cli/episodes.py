@@ -80,7 +80,7 @@ def ctrl_c_stops() -> None:
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    catalog = load_catalog(args.scenario_dir)
+    catalog = load_catalog(args.scenario_dir, only=[args.scenario])
     scenario = select(catalog, [args.scenario])[0]
     bench_plan = Plan(
         scenarios=[scenario.id],
@@ -114,7 +114,7 @@ def cmd_play(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_bench(args: argparse.Namespace, console: Console) -> int:
-    catalog = load_catalog(args.scenario_dir)
+    catalog = load_catalog(args.scenario_dir, only=None if args.resume else args.scenarios)
     started = time.monotonic()
     if args.ray is not None:  # before a run directory is made for nothing
         if args.docker_host:

@@ -18,7 +18,7 @@ from .common import engine, images
 def cmd_export(args: argparse.Namespace, console: Console) -> int:
     from ..exporter import export_harbor
 
-    chosen = select(load_catalog(args.scenario_dir), args.scenarios)
+    chosen = select(load_catalog(args.scenario_dir, only=args.scenarios), args.scenarios)
     # a control's score rests on the gate `untouched`, which needs the judge outside the host:
     # an exported task's verifier runs inside it, where nop and a meddler would both score 1.0
     scenarios = [s for s in chosen if s.faults]

@@ -70,7 +70,7 @@ class RowPrinter(Events):
 
 
 def cmd_validate(args: argparse.Namespace, console: Console) -> int:
-    catalog = load_catalog(args.scenario_dir)
+    catalog = load_catalog(args.scenario_dir, only=args.scenarios)
     scenarios = select(catalog, args.scenarios)
     per_seed = sum(len(agents_for(s)) for s in scenarios)
     seeds = args.seeds.within(per_seed, args.max_episodes)

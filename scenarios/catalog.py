@@ -36,9 +36,17 @@ class Catalog(dict[str, Scenario]):
             return default
 
 
-def load_catalog(directory: Path = SCENARIO_DIR) -> Catalog:
+def load_catalog(directory: Path = SCENARIO_DIR, *, only: list[str] | None = None) -> Catalog:
     """Every ``*.yaml`` in ``directory``; a directory that is missing or holds none is an error,
-    never an empty catalog (a mistyped --scenario-dir would otherwise look like no scenarios)."""
+    never an empty catalog (a mistyped --scenario-dir would otherwise look like no scenarios).
+
+    ``only``: the words of a command's ``--scenarios``. When each is a plain id with a file of
+    its name (``easy_1`` -> ``easy_1.yaml``) holding that id, only those files are read: a
+    command's start waits for nothing else (the 51 files: ~40 ms). Any other word (a
+    difficulty, a generated id, a file whose id differs) reads them all."""
+    named = _named_files(directory, only)
+    if named is not None:
+        return named
     if not directory.is_dir():
         problem = "does not exist" if not directory.exists() else "is not a directory"
         raise ScenarioError(str(directory), "--scenario-dir", problem)
@@ -52,6 +60,19 @@ def load_catalog(directory: Path = SCENARIO_DIR) -> Catalog:
     return Catalog(sorted(scenarios.items(), key=lambda kv: (DIFFICULTIES.index(kv[1].difficulty), kv[0])))
 
 
+def _named_files(directory: Path, words: list[str] | None) -> Catalog | None:
+    ids = [part for word in words or [] for part in word.split(",")]
+    if not ids or not all(ID.match(i) and i not in DIFFICULTIES for i in ids):
+        return None
+    paths = [directory / f"{i}.yaml" for i in ids]
+    if not all(p.is_file() for p in paths):
+        return None  # the whole catalogue's error: no scenario of that id
+    # load_scenario refuses a file whose id is not its name: a named file holds that id
+    return Catalog((s.id, s) for s in (load_scenario(p, faults=FAULTS, checks=CHECKS) for p in paths))
+
+
+ID = re.compile(r"^[a-z0-9_]+$")
+"""a word that can only be a hand-written scenario's id (scenarios.schema's pattern)."""
 RANGE = re.compile(r"^gen:([0-9]+):([0-9]+)-([0-9]+)$")
 
 

@@ -11,6 +11,8 @@ import socket
 from typing import Any
 
 import paramiko
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 
 from ..core.errors import ShellError
 from ..core.readiness import readable
@@ -19,19 +21,36 @@ from .session import SESSION_COMMAND, BashSession
 CONNECT_TIMEOUT = 10.0
 
 
-def new_key() -> paramiko.PKey:
-    """A fresh key pair for one episode (ECDSA: paramiko generates it in a millisecond)."""
-    return paramiko.ECDSAKey.generate(bits=256)
+class EpisodeKey:
+    """An episode's own SSH key pair (ECDSA P-256, made in a millisecond). Made with
+    cryptography: paramiko's form of it, and paramiko itself, only once a session over SSH or a
+    knock needs them (a command on a local engine starts without paramiko: core/deferred.py)."""
 
+    def __init__(self) -> None:
+        self._private = ec.generate_private_key(ec.SECP256R1())
+        self._pkey: paramiko.PKey | None = None
 
-def public_line(key: paramiko.PKey, comment: str = "fixos-episode") -> str:
-    return f"{key.get_name()} {key.get_base64()} {comment}"
+    def public_line(self, comment: str = "fixos-episode") -> str:
+        """The ``authorized_keys`` line."""
+        blob = self._private.public_key().public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH)
+        return f"{blob.decode()} {comment}"
+
+    def private_text(self) -> str:
+        """The private key as OpenSSH and paramiko read it (PEM, ``EC PRIVATE KEY``)."""
+        pem = self._private.private_bytes(Encoding.PEM, PrivateFormat.TraditionalOpenSSL, NoEncryption())
+        return pem.decode()
+
+    @property
+    def pkey(self) -> paramiko.PKey:
+        if self._pkey is None:
+            self._pkey = paramiko.ECDSAKey(vals=(self._private, self._private.public_key()))
+        return self._pkey
 
 
 class SshShell(BashSession):
     """``SshShell(port, key)``: root on 127.0.0.1:port, authenticated by ``key`` only."""
 
-    def __init__(self, port: int, key: paramiko.PKey, *, host: str = "127.0.0.1", **kwargs: Any) -> None:
+    def __init__(self, port: int, key: EpisodeKey, *, host: str = "127.0.0.1", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._host, self._port, self._key = host, port, key
         self._client: paramiko.SSHClient | None = None
@@ -58,7 +77,7 @@ class SshShell(BashSession):
                 self._host,
                 port=self._port,
                 username="root",
-                pkey=self._key,
+                pkey=self._key.pkey,
                 look_for_keys=False,
                 allow_agent=False,
                 timeout=CONNECT_TIMEOUT,

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import docker
-import paramiko
 from docker.errors import APIError, DockerException, NotFound
 
 from ..core.errors import StackError
@@ -27,7 +26,7 @@ from ..core.models import CommandResult, HostHandle, HttpResponse
 from ..scenarios.schema import HostSpec
 from ..shells.base import Shell
 from ..shells.exec import ExecShell
-from ..shells.ssh import SshShell, new_key, public_line
+from ..shells.ssh import EpisodeKey, SshShell
 from .boot_session import boot_command, first_session
 from .boot_wait import boot_wait
 from .disk_guard import DiskWatch, bounds_of, disk_mode, host_storage_opt, host_ulimits
@@ -74,7 +73,7 @@ def host_tmpfs(spec: HostSpec) -> dict[str, str]:
 class LiveHost:
     """One booted container, reachable from the host machine."""
 
-    def __init__(self, client: docker.DockerClient, handle: HostHandle, key: paramiko.PKey, via=None) -> None:
+    def __init__(self, client: docker.DockerClient, handle: HostHandle, key: EpisodeKey, via=None) -> None:
         self._client = client
         self._reach = via or Direct()  # how this machine reaches its ports (fixos.stack.tunnel)
         self.handle = handle
@@ -101,8 +100,8 @@ class LiveHost:
         """The private key, for a user's own `ssh -i` (mode 600)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch(mode=0o600)
-        self.key.write_private_key_file(str(path))
-        path.chmod(0o600)
+        path.chmod(0o600)  # before the key is in it: a file that was there keeps its mode
+        path.write_text(self.key.private_text())
         return path
 
     def ssh_command(self, key_path: Path) -> str:
@@ -260,7 +259,7 @@ class Stack:
         self._network: Any = None
         self._reach: Any = Direct()
         self.disk_watch: DiskWatch | None = None
-        self._key = new_key()
+        self._key = EpisodeKey()
         self.hosts: dict[str, LiveHost] = {}
 
     def up(self) -> None:
@@ -326,7 +325,7 @@ class Stack:
         # adopts it (``take_shells``) instead of starting one of its own.
         listens = boot_command(isinstance(self._reach, Direct)) is not None
         shell = self._boot_shells[spec.name] = first_session(host, self._client.api, listens)
-        authorized = shlex.quote(public_line(self._key, f"fixos-{self.episode_id}"))
+        authorized = shlex.quote(self._key.public_line(f"fixos-{self.episode_id}"))
         shell.run(f"printf '%s\\n' {authorized} > /root/.ssh/authorized_keys", timeout=10)
         if len(self._specs) > 1:
             install_peer_key(shell, self._key)

@@ -6,14 +6,12 @@ multi-host stack holds so the agent can ``ssh`` from its login host to the other
 
 from __future__ import annotations
 
-import io
 import shlex
-
-import paramiko
 
 from ..core.errors import StackError
 from ..scenarios.schema import HostSpec
 from ..shells.base import Shell
+from ..shells.ssh import EpisodeKey
 
 ROLE_PROBES = {
     # nginx on the web host passes PHP here, over the episode's network.
@@ -46,14 +44,12 @@ def role_environment(spec: HostSpec, specs: list[HostSpec]) -> dict[str, str]:
     return env
 
 
-def install_peer_key(shell: Shell, key: paramiko.PKey) -> None:
+def install_peer_key(shell: Shell, key: EpisodeKey) -> None:
     """The episode's private key and an ssh config on this host: from any host of
     the stack (the login host first of all) ``ssh db`` logs in as root at once."""
-    private = io.StringIO()
-    key.write_private_key(private)
     config = PEER_SSH_CONFIG.format(key=PEER_KEY)
     result = shell.run(
-        f"umask 077 && printf '%s' {shlex.quote(private.getvalue())} > {PEER_KEY} && "
+        f"umask 077 && printf '%s' {shlex.quote(key.private_text())} > {PEER_KEY} && "
         f"printf '%s' {shlex.quote(config)} > /root/.ssh/config",
         timeout=10,
     )

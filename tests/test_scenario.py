@@ -135,6 +135,21 @@ def test_select_by_id_and_difficulty():
         select(catalog, ["nope"])
 
 
+def test_a_command_naming_ids_reads_only_their_files(tmp_path):
+    write(tmp_path, GOOD)
+    write(tmp_path, GOOD.replace("id: broken", "id: other", 1), "other.yaml")
+    write(tmp_path, "- not a scenario\n", "zzz_draft.yaml")  # read only by a whole-catalogue load
+    assert list(load_catalog(tmp_path, only=["broken"])) == ["broken"]
+    assert list(load_catalog(tmp_path, only=["other,broken"])) == ["other", "broken"]
+    for words in (["easy"], ["broken", "gen:1:1"], ["missing"], None):
+        with pytest.raises(ScenarioError, match=r"zzz_draft\.yaml: top level"):
+            load_catalog(tmp_path, only=words)
+    # a file named for one id that holds another is refused, as in the whole catalogue
+    write(tmp_path, GOOD, "third.yaml")
+    with pytest.raises(ScenarioError, match=r"third\.yaml: id: must match the file name"):
+        load_catalog(tmp_path, only=["third"])
+
+
 def billion_laughs(levels: int = 9) -> str:
     """1 KB of YAML that expands to 10**levels strings."""
     lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']

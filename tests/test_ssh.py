@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from fixos.core.errors import ShellError
-from fixos.shells.ssh import SshShell, new_key
+from fixos.shells.ssh import EpisodeKey, SshShell
 from fixos.stack.tunnel import Bridge, Direct, bridge_is_here
 
 pytestmark = pytest.mark.live
@@ -28,7 +28,7 @@ def test_openssh_client_logs_in_with_the_episode_key(live_host, tmp_path):
 def test_another_key_is_refused(live_host):
     with pytest.raises(ShellError, match="cannot log in"):
         address, port = live_host.endpoint(22)
-        SshShell(port, new_key(), host=address)
+        SshShell(port, EpisodeKey(), host=address)
 
 
 def test_no_password_login(live_host):
