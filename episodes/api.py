@@ -35,7 +35,7 @@ def episode(
 ) -> Iterator[Episode]:
     """A confirmed-broken host for ``scenario``; removed when the block ends, however it ends.
     ``task``: the task level (``fixos.episodes.tasks``: repair, diagnose, localise, detect)."""
-    chosen = select(load_catalog(scenario_dir), [scenario])[0]
+    chosen = select(load_catalog(scenario_dir, only=[scenario]), [scenario])[0]
     client = connect(docker_host)
     names = {h.image for h in chosen.hosts} | {"inspector"}  # the verifier's vantage point
     images = {name: ensure_image(client, name, lambda line: None) for name in names}
