@@ -85,12 +85,9 @@ class HostPool:
         self._networks = EpisodeNetworks(client, keep=True, wanted=self._network_wanted)
         """the run's networks: a removed stack's is handed to a later one (``EpisodeNetworks``)."""
         self._doomed: queue.Queue[Stack | None] = queue.Queue()
-        # A forced remove costs the engine ~0.3 s, mostly waiting (its network's rules). One
-        # remover per episode that may end at once: the last wave of a run ends together, and
-        # with two the third's removal waited for one of theirs, at the run's very end.
+        # A forced remove costs the engine ~0.3 s; two keep up with a busy run.
         self._removers = [
-            threading.Thread(target=self._remove, name=f"pool-remove-{i}", daemon=True)
-            for i in range(min(max(2, self.size), 8))
+            threading.Thread(target=self._remove, name=f"pool-remove-{i}", daemon=True) for i in range(2)
         ]
         self.judge = Judge(client, images["inspector"], run_id=run_id) if "inspector" in images else None
         """the engine's long-lived judge for every episode of this pool (``fixos.stack.judge``),
