@@ -14,8 +14,9 @@ DIFFICULTIES = ("easy", "medium", "hard")
 
 
 class Catalog(dict[str, Scenario]):
-    """The hand-written scenarios, by id; a generated id (``gen:LEVEL:N``) is made when asked
-    for, and never listed: iterating gives the catalogue only."""
+    """The hand-written scenarios (all, or those a command named: ``load_catalog(only=)``), by
+    id; a generated id (``gen:LEVEL:N``) is made when asked for, and never listed: iterating
+    gives the hand-written ones only."""
 
     def __missing__(self, key: str) -> Scenario:
         from .worlds import generated, is_generated
@@ -41,9 +42,10 @@ def load_catalog(directory: Path = SCENARIO_DIR, *, only: list[str] | None = Non
     never an empty catalog (a mistyped --scenario-dir would otherwise look like no scenarios).
 
     ``only``: the words of a command's ``--scenarios``. When each is a plain id with a file of
-    its name (``easy_1`` -> ``easy_1.yaml``) holding that id, only those files are read: a
-    command's start waits for nothing else (the 51 files: ~40 ms). Any other word (a
-    difficulty, a generated id, a file whose id differs) reads them all."""
+    its name (``easy_1`` -> ``easy_1.yaml``), only those files are read: a command's start
+    waits for nothing else (the 51 files: ~40 ms). Any other word (a difficulty, a generated
+    id, an id with no file) reads them all; a file holding another id than its name is refused
+    either way."""
     named = _named_files(directory, only)
     if named is not None:
         return named
