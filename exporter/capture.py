@@ -40,6 +40,12 @@ PID_STEP = 1000
 """room between two such PIDs for what the faults fork in between (a batch job's clients)."""
 
 
+class PinMissed(InvalidEpisode):
+    """A process a fault started at no particular PID did not get the one chosen for it:
+    something else in the host forked in the instant between the climb and the spawn (its
+    cron, a service's own loop). Nothing is wrong with the scenario: a fresh host gets it."""
+
+
 class CaptureShell:
     """A Shell that records the commands run through it until ``stop`` and pins
     every process started at an unspecified PID to the next chosen one."""
@@ -68,7 +74,7 @@ class CaptureShell:
         if spawn and (spawn[1] or pinned) is not None:
             words = result.output.split()
             if pinned is not None and (result.exit_code != 0 or words[-1:] != [str(pinned)]):
-                raise InvalidEpisode(f"cannot pin {spawn[0]} to PID {pinned}: {result.output[-200:]}")
+                raise PinMissed(f"cannot pin {spawn[0]} to PID {pinned}: {result.output[-200:]}")
             if words and words[-1].isdigit():
                 got = int(words[-1])
                 self._next_pid = max(self._next_pid, (got // PID_STEP + 1) * PID_STEP)

@@ -34,7 +34,7 @@ from ..stack.images import IMAGES_DIR
 from ..stack.roles import ROLE_PROBES
 from ..stack.tls import Validity
 from ..verifier import CHECKS
-from .capture import Capture, capture
+from .capture import Capture, PinMissed, capture
 from .compose import DISPATCH, compose_yaml, is_multi_host, login_of, ssh_files, wait_for_peers
 from .pids import PID_OF
 from .report import REPORT_PATH, instruction_md, solve_lines, truths_json
@@ -379,9 +379,16 @@ def export_harbor(
     written = []
     for scenario in scenarios:
         for seed in seeds:
-            cap = capture(
-                scenario, seed, client=client, images=images, run_id=run_id, tls_validity=tls_validity
-            )
+            for attempt in (1, 2):
+                try:
+                    cap = capture(
+                        scenario, seed, client=client, images=images, run_id=run_id, tls_validity=tls_validity
+                    )
+                    break
+                except PinMissed as exc:  # another fork took the PID: as the bench, once more
+                    if attempt == 2:
+                        raise
+                    say(f"{task_name(scenario, seed)}: {exc}; capturing again on a fresh host")
             written.append(write_task(cap, out))
             count = sum(len(c) for c in cap.commands.values())
             say(f"{task_name(scenario, seed)}: {count} commands break {len(cap.commands)} host(s)")
