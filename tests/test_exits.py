@@ -113,8 +113,9 @@ def test_a_kill_as_the_last_command_is_scored_after_the_exit(client, images, tes
     hog still held its memory; with it, 1.0 in 8 of 8 after 0.7-1.4 s.) The loops
     are a busy machine's, in a session from outside, and end 4 s after they began:
     left by the agent, they would be work left running (``nothing_new_running`` fails
-    it). Loops kept through the whole verdict starved its restarts and pages too, and
-    on a machine busy with other work (``make test`` twice) it scored 0.0 for that."""
+    it). Loops kept through the whole verdict starved its restarts and pages too: on a
+    machine busy with other work it scored 0.0 (once in ``make test``; 2 of 3 tries with
+    two more busy loops, which now pass 3 of 3)."""
     with Episode(load_catalog()["easy_4"], 1, client=client, images=images, run_id=test_run_id) as ep:
         pid = ep.faults[0].seeded["pid"]
         ep.shell.run(f"taskset -p -c 0 {pid} && chrt -i -p 0 {pid}")
