@@ -126,6 +126,46 @@ def test_a_faults_child_adopted_once_the_repair_killed_its_parent_is_the_faults(
     assert not check.evaluate(Probe(None, _Canned(other), None, root=HOST_ROOT), baseline).passed  # type: ignore[arg-type]
 
 
+class _Looks:
+    """A host's processes seen differently at each look (the last one again after)."""
+
+    def __init__(self, *outputs: str) -> None:
+        self.outputs = list(outputs)
+        self.looks = 0
+
+    def run(self, command: str, timeout: float | None = None) -> CommandResult:
+        output = self.outputs[min(self.looks, len(self.outputs) - 1)]
+        self.looks += 1
+        return CommandResult(command=command, exit_code=0, output=output, duration=0.0)
+
+
+def test_a_faults_loop_caught_between_its_sleeps_is_looked_at_again() -> None:
+    """hard_4: the batch job's retrying loops run ``sleep 0.2`` between refused clients; a
+    record that caught both in a client (2 of 100 looks, quiet) named the sleep "left running"
+    for a repair that left the job to the scenario's check (CI: partial scored 0.0). The faults'
+    record looks twice; a host where the faults run nothing is looked at once."""
+    check = CHECKS.get("nothing_new_running")(CHECKS.get("nothing_new_running").Params())
+    healthy = _WALKED.replace(" 90     1 S    bash -c while :; do /bin/true; done\n", "")
+    job = " 83     1 S    /bin/sh /opt/sales-report\n 84    83 S    /bin/sh /opt/sales-report\n"
+    client = " 85    84 S    mariadb -u reports -px shop -e SELECT SLEEP(86400)\n"
+    exes = "/proc/83 /usr/bin/dash\n/proc/84 /usr/bin/dash\n/proc/85 /usr/bin/mariadb\n"
+    between = healthy.replace("--\n", job + client + "--\n") + exes
+    napping = " 85    84 S    sleep 0.2\n"
+    sleeping = healthy.replace("--\n", job + napping + "--\n") + exes.replace("mariadb", "sleep")
+    quiet = _Looks(healthy)
+    baseline = check.snapshot(Probe(None, quiet, None, root=HOST_ROOT))  # type: ignore[arg-type]
+    assert check.refine(Probe(None, quiet, None, root=HOST_ROOT), baseline) == baseline  # type: ignore[arg-type]
+    assert quiet.looks == 2  # the snapshot's and one for the faults
+    faulty = _Looks(between, sleeping)
+    refined = check.refine(Probe(None, faulty, None, root=HOST_ROOT), baseline)  # type: ignore[arg-type]
+    assert faulty.looks == 2
+    outcome = check.evaluate(Probe(None, _Canned(sleeping), None, root=HOST_ROOT), refined)  # type: ignore[arg-type]
+    assert outcome.passed, outcome.detail
+    # what the faults never ran is still new
+    other = sleeping.replace("sleep 0.2", "sleep infinity")
+    assert not check.evaluate(Probe(None, _Canned(other), None, root=HOST_ROOT), refined).passed  # type: ignore[arg-type]
+
+
 class _Host:
     """A host's outside access with only what the gate asks of it."""
 

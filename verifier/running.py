@@ -50,6 +50,10 @@ _WALK = (
 
 AGAIN_SECONDS = 0.2
 """between the two looks of a failing judgement: longer than an exit or a fork-exec takes."""
+RECORD_AGAIN_SECONDS = 0.1
+"""between the two looks at the faults' processes: longer than what a loop among them runs
+between its sleeps takes (hard_4's job: a refused client, 10-30 ms), shorter than its sleep
+(0.2 s), so that each look that misses the loop's ``sleep`` is followed by one that sees it."""
 CRON = "/usr/sbin/cron"
 SSHD = "/usr/sbin/sshd"
 _INIT_SCRIPT = re.compile(r"^/bin/(sh|bash) /etc/init\.d/[A-Za-z0-9_.+-]+ [a-z-]+$")
@@ -166,6 +170,14 @@ def _record(probe: Probe) -> dict[str, Any]:
     return {"shapes": sorted(found), "adopted": dict(adopted)}
 
 
+def _merged(one: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    """Two looks' records as one: every shape either saw, the larger count of each."""
+    adopted = dict(one["adopted"])
+    for key, n in other["adopted"].items():
+        adopted[key] = max(n, adopted.get(key, 0))
+    return {"shapes": sorted(set(one["shapes"]) | set(other["shapes"])), "adopted": adopted}
+
+
 @CHECKS.register
 class NothingNewRunning(Check):
     """No process runs whose shape the healthy host (or the faults) did not have, and no
@@ -192,11 +204,15 @@ class NothingNewRunning(Check):
         if baseline is None:
             return None
         now = _record(probe)
-        counts = {k: max(n, baseline["adopted"].get(k, 0)) for k, n in now["adopted"].items()}
-        return {
-            "shapes": sorted(set(baseline["shapes"]) | set(now["shapes"])),
-            "adopted": {**baseline["adopted"], **counts},
-        }
+        if set(now["shapes"]) - set(baseline["shapes"]):
+            # The faults' processes: a loop among them runs its sleep most of the time, not
+            # always (hard_4's job, retrying a refused connection: in 2 of 100 looks on a quiet
+            # machine neither of its retrying loops was in ``sleep 0.2``). Missed here, that
+            # sleep would fail this gate for a repair that leaves the job running, which is the
+            # scenario's check's to judge. Only hosts where the faults run something pay it.
+            time.sleep(RECORD_AGAIN_SECONDS)
+            now = _merged(now, _record(probe))
+        return _merged(baseline, now)
 
     def evaluate(self, probe: Probe, baseline: Any) -> Outcome:
         if baseline is None:
