@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
@@ -85,6 +85,49 @@ def read_lines(cls: type[M], path: Path) -> list[M]:
     if not text.endswith("\n"):
         text = text[: text.rfind("\n") + 1]
     return [parse(cls, line, path, n) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+
+
+class Journal(Generic[M]):
+    """A .jsonl file that only grows (``append_line``), read as ``read_lines`` reads it but
+    parsing only the lines appended since the last read. A run's page is rewritten at every
+    episode's start and end: parsed whole each time, its journal cost ~0.2 ms a record, so
+    ~0.2 CPU-s a write at 640 records and a quarter of a CPU-hour over such a run. A file
+    replaced or cut shorter than what was read is read again from its start."""
+
+    def __init__(self, cls: type[M], path: Path) -> None:
+        self.cls, self.path = cls, path
+        self._items: list[M] = []
+        self._offset = 0
+        self._lines = 0
+        self._file: tuple[int, int] | None = None
+
+    def read(self) -> list[M]:
+        try:
+            with self.path.open("rb") as f:
+                stat = os.fstat(f.fileno())
+                if (stat.st_dev, stat.st_ino) != self._file or stat.st_size < self._offset:
+                    self._items, self._offset, self._lines = [], 0, 0
+                    self._file = (stat.st_dev, stat.st_ino)
+                f.seek(self._offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            self._items, self._offset, self._lines, self._file = [], 0, 0, None
+            return []
+        except OSError as exc:
+            raise RecordError(str(self.path), f"cannot read it ({exc})") from None
+        whole = chunk[: chunk.rfind(b"\n") + 1]  # a torn last line is no record (``read_lines``)
+        try:
+            text = whole.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RecordError(str(self.path), f"cannot read it ({exc})") from None
+        fresh, lines = [], self._lines
+        for line in text.splitlines():
+            lines += 1
+            if line.strip():
+                fresh.append(parse(self.cls, line, self.path, lines))  # raises before anything is kept
+        self._items += fresh
+        self._lines, self._offset = lines, self._offset + len(whole)
+        return list(self._items)
 
 
 def _drop_torn_tail(path: Path) -> None:

@@ -37,7 +37,7 @@ from fixos.records.failures import (
 )
 from fixos.records.models import EpisodeRecord, FaultsFile, RewardFile, StepLine, Timings
 from fixos.records.rundir import RunDir, read_interrupted, read_reward, read_transcript, write_interrupted
-from fixos.records.saved import read_lines, read_model, write_model
+from fixos.records.saved import Journal, read_lines, read_model, write_model
 from fixos.records.summary import Summary, compare, read_summary, summarize
 from fixos.scenarios.catalog import load_catalog
 from fixos.stack.engine import Engine
@@ -197,6 +197,43 @@ def test_a_journal_line_cut_off_by_a_kill_is_not_a_record_and_is_replaced(tmp_pa
     run.write_episode(second, [])
     assert run.records() == [first, second]
     assert run.episodes.read_text().count("\n") == 2
+
+
+def test_a_journal_read_again_parses_only_what_was_appended_and_reads_as_read_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The live run page reads the journal at every episode's start and end: each line is
+    parsed once; a torn tail waits for its newline; a replaced or shortened file, garbage, a
+    file that is not there read as ``read_lines`` reads them."""
+    run = RunDir(tmp_path, "r")
+    journal = Journal(EpisodeRecord, run.episodes)
+    assert journal.read() == []  # no journal yet
+    first, second = record(), record("easy_2-s1-nop")
+    run.write_episode(first, [])
+    parsed: list[str] = []
+    real = EpisodeRecord.model_validate_json
+    monkeypatch.setattr(
+        EpisodeRecord, "model_validate_json", lambda text, **kw: parsed.append(text) or real(text, **kw)
+    )
+    assert journal.read() == [first] and len(parsed) == 1
+    with run.episodes.open("a") as f:  # a kill mid-append: not a record yet
+        f.write(second.model_dump_json()[:40])
+    assert journal.read() == [first] and len(parsed) == 1
+    run.write_episode(second, [])  # drops the torn tail, then appends the whole line
+    assert journal.read() == [first, second] and len(parsed) == 2
+    assert journal.read() == [first, second] and len(parsed) == 2  # nothing new, nothing parsed
+    assert journal.read() == run.records()
+    run.episodes.write_text(second.model_dump_json() + "\n")  # shorter: read from its start
+    assert journal.read() == [second]
+    with run.episodes.open("a") as f:
+        f.write("{not json\n")
+    with pytest.raises(RecordError) as excinfo:
+        journal.read()
+    assert _one_line_error(excinfo).startswith(f"{run.episodes}:2: not a valid EpisodeRecord")
+    with pytest.raises(RecordError):  # the bad line is still there: nothing was kept past it
+        journal.read()
+    run.episodes.unlink()
+    assert journal.read() == []
 
 
 def test_a_wrong_field_names_the_field(tmp_path: Path) -> None:

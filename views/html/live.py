@@ -17,6 +17,8 @@ from ...bench.local import Events, Job
 from ...core.models import Step
 from ...records.failures import Failure
 from ...records.models import EpisodeRecord
+from ...records.rundir import RunDir
+from ...records.saved import Journal
 from .episode import render_episode
 from .page import PAGE, Running, load_episode, load_run
 from .run_table import render_run
@@ -38,6 +40,8 @@ class PageWriter:
         self.error: str | None = None
         """the first failure to write a page, in one line; None while every write worked."""
         self._lock = threading.Lock()
+        self._journal = Journal(EpisodeRecord, RunDir(directory.parent, directory.name).episodes)
+        """the run's journal, parsed once line by line across the page's many writes."""
 
     @property
     def index(self) -> Path:
@@ -49,7 +53,9 @@ class PageWriter:
         """The run's page, and the episode pages ``episodes`` says: ``missing`` (those not written
         yet), ``all``, or an episode id. Raises what writing raised (``write_quietly`` keeps it)."""
         with self._lock:
-            page, run = load_run(self.directory, running=running or [], finished=finished)
+            page, run = load_run(
+                self.directory, running=running or [], finished=finished, records=self._journal.read()
+            )
             for record in page.records:
                 target = self.directory / record.episode_id / PAGE
                 wanted = episodes == "all" or episodes == record.episode_id

@@ -101,10 +101,16 @@ def _plan(directory: Path) -> Plan | None:
 
 
 def load_run(
-    directory: Path, *, running: Sequence[Running] = (), finished: bool = True
+    directory: Path,
+    *,
+    running: Sequence[Running] = (),
+    finished: bool = True,
+    records: Sequence[EpisodeRecord] | None = None,
 ) -> tuple[RunPage, RunDir]:
+    """The run's page from its directory; ``records``: its journal already read (a live
+    page's ``Journal``), else it is read here."""
     run = RunDir(directory.parent, directory.name)
-    records = run.records()
+    records = run.records() if records is None else list(records)
     done = {r.episode_id for r in records} | {r.episode_id for r in running}
     interrupted = []
     for child in sorted(p for p in directory.iterdir() if p.is_dir() and p.name not in done):
