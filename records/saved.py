@@ -91,8 +91,8 @@ class Journal(Generic[M]):
     """A .jsonl file that only grows (``append_line``), read as ``read_lines`` reads it but
     parsing only the lines appended since the last read. A run's page is rewritten at every
     episode's start and end: parsed whole each time, its journal cost ~0.2 ms a record, so
-    ~0.2 CPU-s a write at 640 records and a quarter of a CPU-hour over such a run. A file
-    replaced or cut shorter than what was read is read again from its start."""
+    ~0.2 CPU-s a write at 640 records and ~100 CPU-s over such a run. A file replaced or cut
+    shorter than what was read is read again from its start."""
 
     def __init__(self, cls: type[M], path: Path) -> None:
         self.cls, self.path = cls, path
