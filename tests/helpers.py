@@ -47,6 +47,19 @@ def wait_for(condition: Callable[[], bool], *, timeout: float = 30.0, delay: flo
         time.sleep(0.2)
 
 
+def until_listening(*ports: int, peers: Sequence[str] = (), paths: Sequence[str] = ()) -> str:
+    """A host's shell command that waits (10 s at most) until ``ss`` lists a socket bound to each
+    of ``ports`` (any protocol and state), one connected to each of ``peers`` (``addr:port``)
+    and each of ``paths`` exists; it fails if they are not all there by then. Detached
+    programs bind a moment after the command that started them returned (a fixed sleep
+    before reading them is a race on a loaded machine)."""
+    found = [f"ss -antuH 2>/dev/null | grep -qE ':{port}[[:space:]]'" for port in ports]
+    found += [f"ss -antuH 2>/dev/null | grep -qE ' {peer}([[:space:]]|$)'" for peer in peers]
+    found += [f"test -e {path}" for path in paths]
+    every = " && ".join(found)
+    return f"i=0; until {every}; do i=$((i + 1)); [ $i -ge 100 ] && break; sleep 0.1; done; {every}"
+
+
 def labelled(client: docker.DockerClient, run_id: str) -> list[str]:
     """Names of every container, network and volume that carries the run's label."""
     label = {"label": f"{LABEL_RUN}={run_id}"}

@@ -15,6 +15,7 @@ import os
 import time
 
 import pytest
+from helpers import until_listening
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -350,7 +351,7 @@ def test_sock_diag_lists_what_the_proc_tables_list(live_host: LiveHost):
     try:
         quiet = "</dev/null >/dev/null 2>&1 &"
         assert shell.run(f"setsid nc -l -p 8089 {quiet} setsid nc -u -l -p 5353 {quiet}").ok
-        time.sleep(0.3)
+        assert shell.run(until_listening(8089, 5353)).ok
         pid = live_host.facts()._pid  # type: ignore[union-attr]
         asked = sockdiag.listeners(pid)
         assert asked is not None, "root on this machine may enter a host's network namespace"
@@ -472,7 +473,10 @@ def test_listeners_read_from_this_machine_are_the_judges_own_listing(client, ima
     shell = live_host.shell(default_timeout=30)
     try:
         quiet = " </dev/null >/dev/null 2>&1 &"
-        assert shell.run(" ".join(f"{c}{quiet}" for c in ODD_LISTENERS) + " sleep 0.5", timeout=30).ok
+        assert shell.run(" ".join(f"{c}{quiet}" for c in ODD_LISTENERS) + " true", timeout=30).ok
+        odd = ["/run/odd.sock", "/run/odd.dgram"]
+        bound = until_listening(8089, 8090, 5353, peers=["127.0.0.1:9"], paths=odd)
+        assert shell.run(bound, timeout=30).ok
         assert shell.run("chmod 666 /run/odd.sock && ln -sf /etc/hostname /run/php/php8.2-fpm.sock").ok
     finally:
         shell.close()

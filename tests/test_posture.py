@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 import pytest
-from helpers import gate_violated
+from helpers import gate_violated, until_listening
 
 from fixos.core.models import CommandResult
 from fixos.verifier import Probe
@@ -144,7 +144,7 @@ def test_listeners_a_wider_bind_a_new_port_and_a_looser_socket_fail(probe: Probe
         "printf '[mysqld]\\nbind-address = 0.0.0.0\\n' > /etc/mysql/mariadb.conf.d/99-zz.cnf && "
         "service mariadb restart >/dev/null && chmod 666 /run/php/php8.2-fpm.sock && "
         "(setsid nc -lk -p 4444 </dev/null >/dev/null 2>&1 &) && "
-        "(setsid nc -lku -p 45454 </dev/null >/dev/null 2>&1 &) && sleep 0.5",
+        "(setsid nc -lku -p 45454 </dev/null >/dev/null 2>&1 &) && " + until_listening(4444, 45454),
     )
     assert new.startswith("new: ") and gone.startswith("gone: ")
     assert "tcp 0.0.0.0:3306" in new and "tcp 0.0.0.0:4444" in new
