@@ -8,6 +8,8 @@ start-up, report and run page included) and through the Python API a trainer or 
 long-lived service uses (``Bench.execute`` in this process). Each round's figures: wall
 seconds and machine-wide CPU-seconds (/proc/stat: FixOS, Harbor, the engine and
 everything else on the machine), and the ratios of episodes per minute, FixOS / Harbor.
+Also how many cores each kept busy, and the ratio of CPU-seconds per episode: where the
+wall ratio falls below it, the difference is idle time at a run's edges, not work.
 
     .venv/bin/python scripts/perf_harbor.py [--trials 8] [--concurrent 4] [--rounds 4]
 """
@@ -144,6 +146,7 @@ def measure_side_by_side(trials: int, concurrent: int, rounds: int, say=print) -
     figures = {
         f"Harbor {label}: median wall s": statistics.median(rows["harbor_s"]),
         f"Harbor {label}: median machine CPU-s per trial": statistics.median(rows["harbor_cpu"]) / trials,
+        f"Harbor {label}: median cores busy": _busy(rows, "harbor"),
     }
     for key, name in (("command", "`fixos bench`"), ("fixos", "FixOS's API")):
         ratios = [h / f for h, f in zip(rows["harbor_s"], rows[f"{key}_s"], strict=True)]
@@ -151,8 +154,18 @@ def measure_side_by_side(trials: int, concurrent: int, rounds: int, say=print) -
         figures[f"{name} {label}: median machine CPU-s per episode"] = (
             statistics.median(rows[f"{key}_cpu"]) / trials
         )
+        figures[f"{name} {label}: median cores busy"] = _busy(rows, key)
         figures[f"{name} / Harbor episodes per minute ({label}): median ratio"] = statistics.median(ratios)
+        # What the wall ratio would be if both kept the machine equally busy: the part of
+        # the gap that is each run's idle edges (start-up, the last episodes' hold, removals).
+        cpu_ratios = [h / f for h, f in zip(rows["harbor_cpu"], rows[f"{key}_cpu"], strict=True)]
+        figures[f"{name} / Harbor CPU-s per episode ({label}): median ratio"] = statistics.median(cpu_ratios)
     return figures
+
+
+def _busy(rows: dict[str, list[float]], key: str) -> float:
+    """Median over rounds of machine CPU-seconds per wall second: how many cores a run kept busy."""
+    return statistics.median(c / s for c, s in zip(rows[f"{key}_cpu"], rows[f"{key}_s"], strict=True))
 
 
 def main() -> int:
