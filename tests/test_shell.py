@@ -92,6 +92,9 @@ def test_interactive_programs_end_or_time_out(shell, program):
 def test_marker_lookalikes_in_output_do_not_confuse_framing(shell):
     r = shell.run("printf '\\n__FIXOS_0000000000000000__ 0\\n'; echo tail")
     assert r.output.endswith("tail\n") and r.exit_code == 0
+    # a lookalike that ends the output for a while, with a code of its own: still not the end
+    r = shell.run("printf '\\n__FIXOS_0123456789abcdef__ 7\\n'; sleep 0.5; echo tail; sh -c 'exit 3'")
+    assert r.output.endswith("__ 7\ntail\n") and r.exit_code == 3
 
 
 def test_heredocs_and_quotes_pass_through(shell):
