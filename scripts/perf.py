@@ -155,7 +155,9 @@ def main() -> int:
         figures.update(measure_price(3 if args.quick else 5, 12, say=console.print))
         from perf_harbor import measure_side_by_side  # Harbor's own runner on the exported task
 
-        figures.update(measure_side_by_side(8, 4, 2 if args.quick else 4, say=console.print))
+        # and once more without the hold window (no valid score): what the hold costs such a run
+        rounds = 2 if args.quick else 4
+        figures.update(measure_side_by_side(8, 4, rounds, say=console.print, without_hold=True))
         figures["load average (1 min) at the end"] = os.getloadavg()[0]
     finally:
         remove_labelled(client, run_id=run_id)

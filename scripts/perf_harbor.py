@@ -10,13 +10,16 @@ seconds and machine-wide CPU-seconds (/proc/stat: FixOS, Harbor, the engine and
 everything else on the machine), and the ratios of episodes per minute, FixOS / Harbor.
 Also how many cores each kept busy, and the ratio of CPU-seconds per episode: where the
 wall ratio falls below it, the difference is idle time at a run's edges, not work.
+``--without-hold`` adds a fourth runner, the API with the final verdicts' hold window cut
+to 0 s: not a valid score, only what the hold costs a run of this size.
 
-    .venv/bin/python scripts/perf_harbor.py [--trials 8] [--concurrent 4] [--rounds 4]
+    .venv/bin/python scripts/perf_harbor.py [--trials 8] [--concurrent 4] [--rounds 4] [--without-hold]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import secrets
 import statistics
@@ -25,11 +28,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from unittest import mock
 
 from harbor_env import ROOT, ensure_harbor, harbor_env, run_job
 from perf_results import write_results
 
 from fixos.bench.local import Bench, Plan
+from fixos.episodes import durability
+from fixos.episodes import episode as episode_module
+from fixos.episodes.durability import HOLD_SECONDS
 from fixos.episodes.episode import new_run_id
 from fixos.exporter import export_harbor
 from fixos.records.rundir import RunDir
@@ -72,7 +79,9 @@ def settle(limit: float = 30.0, busy: float = 0.15) -> None:
             return
 
 
-def measure_side_by_side(trials: int, concurrent: int, rounds: int, say=print) -> dict[str, float]:
+def measure_side_by_side(
+    trials: int, concurrent: int, rounds: int, say=print, without_hold: bool = False
+) -> dict[str, float]:
     client = connect()
     catalog = load_catalog()
     images = {name: ensure_image(client, name, lambda line: None) for name in ("server", "inspector")}
@@ -119,18 +128,25 @@ def measure_side_by_side(trials: int, concurrent: int, rounds: int, say=print) -
         if rewards != [1.0] * n:
             raise RuntimeError(f"FixOS's oracle episodes scored {rewards}")
 
+    def unheld_round(n: int) -> None:
+        # A measurement only, never a score: the final verdicts' hold window cut to 0 s,
+        # to show what the hold costs a run of this size (at its end nothing overlaps it).
+        unheld = functools.partial(durability.durable_verdict, hold=0.0)
+        with mock.patch.object(episode_module, "durable_verdict", unheld):
+            fixos_round(n)
+
     say(f"[perf-harbor] warm-up: 1 Harbor trial (builds the task's image once), {concurrent} FixOS episodes")
     harbor_round("warmup", 1)
     fixos_round(concurrent)
-    rows: dict[str, list[float]] = {
-        k: [] for k in ("harbor_s", "harbor_cpu", "fixos_s", "fixos_cpu", "command_s", "command_cpu")
-    }
+    keys = ("harbor", "command", "fixos", *(("unheld",) if without_hold else ()))
+    rows: dict[str, list[float]] = {f"{k}_{m}": [] for k in keys for m in ("s", "cpu")}
     for i in range(rounds):
         # each runner starts on a quiet machine, and first in every other round
         runners = [
             ("harbor", lambda i=i: harbor_round(f"round{i}", trials)),
             ("command", lambda: fixos_command(trials)),
             ("fixos", lambda: fixos_round(trials)),
+            *((("unheld", lambda: unheld_round(trials)),) if without_hold else ()),
         ]
         for name, runner in runners if i % 2 == 0 else runners[::-1]:
             settle()
@@ -138,9 +154,10 @@ def measure_side_by_side(trials: int, concurrent: int, rounds: int, say=print) -
             rows[f"{name}_s"].append(wall)
             rows[f"{name}_cpu"].append(cpu)
         harbor_s, command_s, fixos_s = (rows[f"{k}_s"][-1] for k in ("harbor", "command", "fixos"))
+        unheld = f", the API without the hold {rows['unheld_s'][-1]:.1f} s" if without_hold else ""
         say(
             f"[perf-harbor] round {i + 1}: Harbor {harbor_s:.1f} s, `fixos bench` {command_s:.1f} s,"
-            f" FixOS's API {fixos_s:.1f} s"
+            f" FixOS's API {fixos_s:.1f} s{unheld}"
         )
     label = f"{trials} {SCENARIO} oracle trials, {concurrent} at a time"
     figures = {
@@ -160,6 +177,16 @@ def measure_side_by_side(trials: int, concurrent: int, rounds: int, say=print) -
         # the gap that is each run's idle edges (start-up, the last episodes' hold, removals).
         cpu_ratios = [h / f for h, f in zip(rows["harbor_cpu"], rows[f"{key}_cpu"], strict=True)]
         figures[f"{name} / Harbor CPU-s per episode ({label}): median ratio"] = statistics.median(cpu_ratios)
+    if without_hold:
+        name = f"FixOS's API, the hold cut to 0 s (not a valid score), {label}"
+        figures[f"{name}: median wall s"] = statistics.median(rows["unheld_s"])
+        figures[f"{name}: median ratio to Harbor"] = statistics.median(
+            h / f for h, f in zip(rows["harbor_s"], rows["unheld_s"], strict=True)
+        )
+        costs = [f - u for f, u in zip(rows["fixos_s"], rows["unheld_s"], strict=True)]
+        figures[f"the {HOLD_SECONDS:g} s hold, {label}: median wall s it adds to the API's run"] = (
+            statistics.median(costs)
+        )
     return figures
 
 
@@ -173,12 +200,19 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=8)
     parser.add_argument("--concurrent", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=4, help="each runner goes first in half of them")
+    parser.add_argument(
+        "--without-hold",
+        action="store_true",
+        help="also run the API with the hold window cut to 0 s (no valid score): what the hold costs",
+    )
     args = parser.parse_args()
     console = make_console()
     if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode != 0:
         console.print("perf-harbor: 'docker compose' does not answer: scripts/ensure-compose installs it")
         return 2
-    figures = measure_side_by_side(args.trials, args.concurrent, args.rounds, say=console.print)
+    figures = measure_side_by_side(
+        args.trials, args.concurrent, args.rounds, say=console.print, without_hold=args.without_hold
+    )
     figures["load average (1 min) at the end"] = os.getloadavg()[0]
     for name, value in figures.items():
         console.print(f"{name}: {value:.2f}", markup=False, highlight=False)
