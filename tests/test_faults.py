@@ -78,3 +78,28 @@ def test_inject_confirm_revert(live_host, fault_type, params, seed=1):
         fault.revert(shell)
         cleared = eventually(lambda: type(confirmed)(not fault.confirm(shell).passed, ""))
         assert cleared.passed, f"symptom still there after revert: {fault.confirm(shell).detail}"
+
+
+@pytest.mark.live
+def test_the_batch_jobs_sessions_are_idle_and_come_back_when_killed(live_host, seed=1):
+    """connections_exhausted holds idle sessions, not running queries: a server stopping
+    with 40 clients in ``SELECT SLEEP`` waited 2-16 s for them (an idle one ends at once);
+    and killing the sessions alone is no repair: the job opens them again within a second."""
+    cls = FAULTS.get("connections_exhausted")
+    fault = cls(cls.Params())
+    with live_host.shell() as shell:
+        rng = fault_rng(seed, 0, "connections_exhausted")
+        fault.prepare(shell, rng)
+        fault.inject(shell, rng)
+        assert eventually(lambda: fault.confirm(shell)).passed
+        sessions = (
+            "SELECT COMMAND, COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = 'reports' GROUP BY 1"
+        )
+        rows = dict(line.split("\t") for line in shell.run(f'mariadb -N -e "{sessions}"').output.splitlines())
+        assert list(rows) == ["Sleep"] and int(rows["Sleep"]) >= fault.limit - 1, rows
+        shell.run("mariadb -e 'KILL USER reports'")
+        assert eventually(lambda: fault.confirm(shell), timeout=5).passed, (
+            "the job did not take its sessions back"
+        )
+        fault.revert(shell)
+        assert eventually(lambda: type(fault.confirm(shell))(not fault.confirm(shell).passed, "")).passed
