@@ -35,6 +35,7 @@ from .restarts import restart_services, restartable
 AS_LEFT = "as_left"
 AFTER_RESTARTS = "after_restarts"
 PHASE_WORDS = {AS_LEFT: "as left", AFTER_RESTARTS: "after the restarts"}
+NOT_ASKED_AGAIN = "not asked again after the restarts (it counts only if it passes both)"
 STABLE_CHECK = "steady: each service keeps its main process"
 STABLE_TYPE = "services_stable"
 
@@ -195,7 +196,11 @@ def both_phases(first: Verdict, second: Verdict, extra: Sequence[CheckResult] = 
     later = {c.name: c for c in second.checks}
     combined = []
     for a in first.checks:
-        b = later.get(a.name, a)
+        if a.name not in later:  # failed as left: decided, not asked again
+            detail = f"{PHASE_WORDS[AS_LEFT]}: {a.detail}; {NOT_ASKED_AGAIN}"
+            combined.append(CheckResult(a.name, a.type, False, a.scored, a.weight, detail, AS_LEFT))
+            continue
+        b = later[a.name]
         failed = [phase for phase, c in ((AS_LEFT, a), (AFTER_RESTARTS, b)) if not c.passed]
         if not failed:
             combined.append(b)
@@ -243,7 +248,7 @@ def settled_as_left(first: Verdict) -> Verdict:
 
 
 def durable_verdict(
-    judge: Callable[[bool], Verdict],
+    judge: Callable[[bool, frozenset[str]], Verdict],
     hosts: Mapping[str, LiveHost],
     services: Mapping[str, Sequence[str]],
     *,
@@ -251,20 +256,27 @@ def durable_verdict(
     times: PhaseTimes | None = None,
     acted_on: Mapping[str, set[str]] | None = None,
 ) -> Verdict:
-    """The final verdict: ``judge(False)`` as left, the restarts, ``judge(True)`` again inside
-    the hold window; only the first when it gives 0.0 (``settled_as_left``). ``services``:
-    per host, the services its healthy self ran.
+    """The final verdict: ``judge(False, {})`` as left, the restarts, ``judge(True, decided)``
+    again inside the hold window; only the first when it gives 0.0 (``settled_as_left``).
+    ``services``: per host, the services its healthy self ran.
 
-    ``judge(holding)``: whether the checks wait out their own hold periods (``http_page``'s
-    ``hold_seconds``: the page must still answer that long after). Only the last judgement
-    does: "stays up" speaks of what comes after, and what would take a page down within
-    seconds of the first judgement (a killer loop, a re-breaker) is still there after the
+    ``decided``: the names of the checks that failed as left. A check counts only if it
+    passes in both phases, so asking those again cannot change the reward, and would cost a
+    failing episode more than a passing one: a page left hanging on an address nobody
+    answers (net_hard_4's partial repair) waited out the app's time-out a second time,
+    6.6 s against the oracle's 2.5. (Gates failed as left are not among them: the reward
+    is then 0.0, final as left.)
+
+    ``judge(holding, decided)``: ``holding`` says whether the checks wait out their own hold
+    periods (``http_page``'s ``hold_seconds``: the page must still answer that long after).
+    Only the last judgement does: "stays up" speaks of what comes after, and what would take
+    a page down within seconds of the first judgement (a killer loop, a re-breaker) is still there after the
     restarts, which restart services only, or was a process the healthy host did not run,
     which ``nothing_new_running`` fails as left. Holding in both cost a passing episode of
     medium_6 10 s of its 11 s verify, and cron_1 16 of 17."""
     times = times if times is not None else PhaseTimes()
     started = time.monotonic()
-    first = judge(False)
+    first = judge(False, frozenset())
     times.as_left = time.monotonic() - started
     if first.reward == 0.0:
         return settled_as_left(first)
@@ -281,7 +293,7 @@ def durable_verdict(
     # The first reading opens the window; it runs beside the second judgement.
     with ThreadPoolExecutor(max_workers=1) as reader:
         first_reading = reader.submit(processes)
-        second = judge(True)
+        second = judge(True, frozenset(c.name for c in first.checks if not c.passed))
         before, read_at = first_reading.result()
     left = hold_left(before, hold, time.monotonic() - read_at)
     if left > 0:

@@ -180,7 +180,7 @@ class Episode:
             self.timings.verify = self.verify_times.as_left = time.monotonic() - started
             return verdict
         verdict = durable_verdict(
-            lambda holding: self._judge(patient=True, holding=holding),
+            lambda holding, decided: self._judge(patient=True, holding=holding, skip=decided),
             self.stack.hosts,
             self._services(),
             times=self.verify_times,
@@ -257,17 +257,19 @@ class Episode:
         self._sessions = JudgeSessions.kept(self._sessions, judge, self.stack.hosts, self._early)
         return vantage(self._client, self.stack.hosts, image, judge, patient=patient, sessions=self._sessions)
 
-    def _judge(self, *, patient: bool, holding: bool = True, settles: bool = True) -> Verdict:
-        """``settles``: whether a failed gate may cut the other checks' waits (``tasks.gates_settle``)."""
+    def _judge(
+        self, *, patient: bool, holding: bool = True, settles: bool = True, skip: frozenset[str] = frozenset()
+    ) -> Verdict:
+        """``settles``: whether a failed gate may cut the other checks' waits (``tasks.gates_settle``);
+        ``skip``: the names of checks already decided (``durable_verdict``)."""
+        entries = [entry for entry in self._checks if entry.name not in skip]
         with self._inspected(patient) as looking:
             for probe in looking.probes.values():
                 probe.holding = holding
             if patient:
                 wait_for_exits({name: functools.partial(dying_of, p) for name, p in looking.probes.items()})
-            verdict = judge(
-                self._checks, looking.probes, self._baseline, workers=looking.workers, settles=settles
-            ).verdict
-            return failing_disturbed(verdict, self._checks, looking.disturbed())
+            found = judge(entries, looking.probes, self._baseline, workers=looking.workers, settles=settles)
+            return failing_disturbed(found.verdict, entries, looking.disturbed())
 
 
 def episode_id_for(scenario_id: str, seed: int, agent_name: str) -> str:

@@ -18,6 +18,7 @@ from fixos.core.models import CheckResult, Verdict
 from fixos.episodes.durability import (
     AFTER_RESTARTS,
     AS_LEFT,
+    NOT_ASKED_AGAIN,
     STABLE_CHECK,
     TICKS,
     Reading,
@@ -62,6 +63,18 @@ def test_a_check_passes_only_if_it_passes_in_both_phases() -> None:
     assert verdict.phases == {AS_LEFT: first.checks, AFTER_RESTARTS: second.checks}
 
 
+def test_a_check_failed_as_left_and_not_asked_again_stays_failed() -> None:
+    """The judgement after the restarts leaves out what failed as left (``durable_verdict``):
+    it is failed as left, says it was not asked again, and the reward is what asking gave."""
+    first = Verdict(0.5, [result("a", True), result("c", False, detail="503 after 3 s")])
+    asked = both_phases(first, Verdict(1.0, [result("a", True), result("c", False, detail="503")]))
+    skipped = both_phases(first, Verdict(1.0, [result("a", True)]))
+    [c] = [c for c in skipped.checks if c.name == "c"]
+    assert not c.passed and c.failed_in == AS_LEFT
+    assert c.detail == f"as left: 503 after 3 s; {NOT_ASKED_AGAIN}"
+    assert skipped.reward == asked.reward == 0.5
+
+
 def test_a_gate_failing_after_the_restarts_zeroes_the_reward() -> None:
     first = Verdict(1.0, [result("a", True), result("gate", True, scored=False)])
     second = Verdict(0.0, [result("a", True), result("gate", False, scored=False)])
@@ -86,7 +99,7 @@ def test_a_reward_of_zero_as_left_is_final_without_restarts() -> None:
     asked = []
     as_left = Verdict(0.0, [result("a", False), result("gate", True, scored=False)])
     verdict = durable_verdict(
-        lambda holding: asked.append(holding) or as_left,
+        lambda holding, _: asked.append(holding) or as_left,
         {"web": _NeverRestarted()},
         {"web": ["nginx", "mariadb"]},  # type: ignore[dict-item]
     )
@@ -96,7 +109,7 @@ def test_a_reward_of_zero_as_left_is_final_without_restarts() -> None:
     assert stable.detail.startswith("not judged")
     partial = Verdict(0.5, [result("a", False), result("b", True)])
     with pytest.raises(AssertionError, match="restarted"):  # anything above 0.0 is restarted
-        durable_verdict(lambda _: partial, {"web": _NeverRestarted()}, {"web": ["nginx"]})  # type: ignore[dict-item]
+        durable_verdict(lambda *_: partial, {"web": _NeverRestarted()}, {"web": ["nginx"]})  # type: ignore[dict-item]
 
 
 def test_stability_wants_the_same_live_main_process_at_both_ends() -> None:
@@ -273,18 +286,20 @@ def test_the_hold_sees_a_main_process_replaced_within_a_second_of_its_start(live
     every 0.4 s once it was restarted. Counted from the start of the restarted process, the hold
     still outlasts that; with nobody replacing it, the same phase passes and says how long
     the youngest process was held."""
-    judged = Verdict(1.0, [result("a", True)])
+    judged = Verdict(0.5, [result("a", True), result("b", False)])
     services = {"web": ["nginx", "php8.2-fpm"]}
-    holding: list[bool] = []
-    kept = durable_verdict(lambda h: holding.append(h) or judged, {"web": live_host}, services)
-    assert holding == [False, True]  # the checks' own holds: in the judgement after the restarts only
+    asked: list[tuple[bool, frozenset[str]]] = []
+    kept = durable_verdict(lambda *a: asked.append(a) or judged, {"web": live_host}, services)
+    # the checks' own holds: in the judgement after the restarts only, which leaves out
+    # what failed as left (it cannot count again)
+    assert asked == [(False, frozenset()), (True, frozenset({"b"}))]
     [stable] = [c for c in kept.checks if c.name == STABLE_CHECK]
-    assert stable.passed and kept.reward == 1.0, stable.detail
+    assert stable.passed and kept.reward == 0.5, stable.detail
     held = float(stable.detail.split(" for ")[1].split("s")[0])
     assert held >= 1.0, stable.detail
     watchdog = f"setsid sh -c {shlex.quote(_REPLACER)} </dev/null >/dev/null 2>&1 &"
     assert live_host.run_program(["sh", "-c", watchdog]).ok
-    replaced = durable_verdict(lambda _: judged, {"web": live_host}, services)
+    replaced = durable_verdict(lambda *_: judged, {"web": live_host}, services)
     [stable] = [c for c in replaced.checks if c.name == STABLE_CHECK]
     assert not stable.passed and replaced.reward == 0.0, stable.detail
     assert "nginx" in stable.detail and any(
