@@ -84,6 +84,13 @@ def episodes(client: docker.DockerClient, images: dict[str, str]) -> Iterator[di
             fake = "/srv/jobs/bin/metrics-agent"
             ep.shell.run(f"mkdir -p /srv/jobs/bin && cp {INNOCENTS['metrics-agent']} {fake}")
             namesake = ep.shell.run(spawn_command(fake, None)).output.split()[-1]
+            # its PID is printed once forked, before it runs the script: until then no command
+            # line names the path (a full `make test` once found none)
+            started = (
+                f"for i in $(seq 100); do grep -qF {fake} /proc/{namesake}/cmdline && exit; sleep 0.05; done"
+            )
+            started += "; exit 1"
+            assert ep.shell.run(f"bash -c {shlex.quote(started)}").ok, "the namesake never ran its script"
             ask = "bash -c " + shlex.quote(PID_OF + 'pid_of "$@"') + f" pid_of {fake} 1"
             located = ep.shell.run(ask).output.strip()
             ep.shell.run(f"kill {namesake}")
