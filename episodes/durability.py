@@ -270,10 +270,10 @@ def durable_verdict(
     ``judge(holding, decided)``: ``holding`` says whether the checks wait out their own hold
     periods (``http_page``'s ``hold_seconds``: the page must still answer that long after).
     Only the last judgement does: "stays up" speaks of what comes after, and what would take
-    a page down within seconds of the first judgement (a killer loop, a re-breaker) is still there after the
-    restarts, which restart services only, or was a process the healthy host did not run,
-    which ``nothing_new_running`` fails as left. Holding in both cost a passing episode of
-    medium_6 10 s of its 11 s verify, and cron_1 16 of 17."""
+    a page down within seconds of the first judgement (a killer loop, a re-breaker) is still
+    there after the restarts, which restart services only, or was a process the healthy host
+    did not run, which ``nothing_new_running`` fails as left. Holding in both cost a passing
+    episode of medium_6 10 s of its 11 s verify, and cron_1 16 of 17."""
     times = times if times is not None else PhaseTimes()
     started = time.monotonic()
     first = judge(False, frozenset())
