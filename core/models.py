@@ -86,6 +86,29 @@ class HostProcess:
 
 
 @dataclass(frozen=True)
+class Connection:
+    """One TCP connection of a network namespace as its kernel's TCP sees it."""
+
+    local: str
+    remote: str
+    state: int
+    """``TCP_ESTABLISHED`` 1, ``TCP_SYN_SENT`` 2, ... (``include/net/tcp_states.h``)."""
+    inode: int
+    retransmits: int
+    """times the retransmission timer fired since the last ACK: >= 1, the oldest packet in
+    flight was given up for lost at least once and is still unanswered."""
+    unacked: int
+    """packets sent and not acknowledged (a SYN counts)."""
+    since_sent_ms: int
+    """milliseconds since new data was last sent."""
+    since_ack_ms: int
+    """milliseconds since an ACK last came."""
+    timer_ms: int = 0
+    """how long the retransmission timer has run (its time-out less what is left of it): for a
+    SYN not yet sent again, how long it has waited; 0 when no such timer is pending."""
+
+
+@dataclass(frozen=True)
 class InjectedFault:
     type: str
     host: str

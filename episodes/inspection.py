@@ -75,6 +75,7 @@ def _looking(
             memo=None if memos is None else memos.setdefault(name, {}),
             known_facts=(facts or {}).get(name),
             across=across,
+            world=hosts,
         )
         for name, shell in shells.items()
     }

@@ -51,7 +51,7 @@ def probes_of(
 ) -> dict[str, Probe]:
     """What the checks look through, per host: testinfra over a session in the host, and outside access."""
     return {
-        name: Probe(testinfra_host(shell, name), shell, hosts[name], patient)
+        name: Probe(testinfra_host(shell, name), shell, hosts[name], patient, world=hosts)
         for name, shell in shells.items()
     }
 

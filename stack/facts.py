@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from ..core.models import HostProcess
-from . import sockets
+from . import sockdiag, sockets
 from .contents import digest_of
 from .host_files import is_procfs, open_dir_in_root, open_in_root, read_proc
 
@@ -296,8 +296,7 @@ class HostFacts:
         return hashlib.sha256(repr(sorted(rows)).encode()).digest()
 
     def process_table(self) -> list[HostProcess]:
-        """Every process of the host's PID namespace, numbered as the host numbers them,
-        read now (never kept: a judgement looks twice)."""
+        """Every process of the host's PID namespace, numbered as the host's, read now (never kept)."""
         table = []
         for _, name, line, argv, exe, _ in self._each_process():
             try:
@@ -340,6 +339,14 @@ class HostFacts:
     def tcp_owners(self, port: int) -> list[str] | None:
         """Who holds a listening TCP socket on ``port``, as ``ss -p`` names them (``sockets.tcp_owners``)."""
         return sockets.tcp_owners(self._pid, port, ((w, line) for w, _, line, *_ in self._each_process()))
+
+    def connections(self) -> list[sockdiag.Connection] | None:
+        """The host's TCP connections as its kernel sees them now (``sockdiag.connections``)."""
+        return sockdiag.connections(self._pid)
+
+    def servers_holding(self, inodes: set[int]) -> dict[int, str]:
+        """inode -> ``comm`` of the host's server holding it (``sockets.servers_holding``)."""
+        return sockets.servers_holding(self._pid, inodes, ((w, ln) for w, _, ln, *_ in self._each_process()))
 
     def listening(self) -> bytes:
         """A digest of the host's listeners (TCP, UDP, UNIX), with their owners and inodes."""

@@ -14,7 +14,7 @@ import hashlib
 import os
 import socket
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from . import sockdiag
 from .host_files import open_in_root
@@ -109,23 +109,38 @@ def tcp_owners(pid: int, port: int, processes: Iterable[tuple[str, bytes]]) -> l
     asked = sockdiag.listeners(pid)
     if asked is None:
         return None
-    wanted = {
-        f"socket:[{row[6]}]" for row in asked if row[1] == socket.IPPROTO_TCP and int(row[3], 16) == port
-    }
+    wanted = {row[6] for row in asked if row[1] == socket.IPPROTO_TCP and int(row[3], 16) == port}
     if not wanted:
         return []
-    names: set[str] = set()
+    return sorted({comm for comm, held in _sockets_held(processes) if held & wanted})
+
+
+def _sockets_held(processes: Iterable[tuple[str, bytes]]) -> Iterator[tuple[str, set[int]]]:
+    """(``comm``, inodes of the sockets it holds) of each of ``processes`` (as ``tcp_owners``'s);
+    one that ends or closes a descriptor while read is passed over, as ``ss`` would miss it."""
     for where, line in processes:
         try:
             descriptors = os.listdir(f"{where}/fd")
         except OSError:
             continue
+        held = set()
         for fd in descriptors:
             try:
-                held = os.readlink(f"{where}/fd/{fd}")
+                link = os.readlink(f"{where}/fd/{fd}")
             except OSError:
                 continue
-            if held in wanted:
-                names.add(line[line.index(b"(") + 1 : line.rindex(b")")].decode("utf-8", "replace"))
-                break
-    return sorted(names)
+            if link.startswith("socket:["):
+                held.add(int(link[8:-1]))
+        yield line[line.index(b"(") + 1 : line.rindex(b")")].decode("utf-8", "replace"), held
+
+
+def servers_holding(pid: int, inodes: set[int], processes: Iterable[tuple[str, bytes]]) -> dict[int, str]:
+    """inode -> ``comm`` of a server holding it, for each of ``inodes`` one holds: a server is a
+    process that also holds a TCP listener of ``pid``'s network namespace (nginx's and php-fpm's
+    workers, MariaDB), never a shell or client that connects from there (a check's, an agent's)."""
+    listening = {row[6] for row in sockdiag.listeners(pid) or [] if row[1] == socket.IPPROTO_TCP}
+    found: dict[int, str] = {}
+    for comm, held in _sockets_held(processes):
+        if held & listening:
+            found.update(dict.fromkeys(held & inodes, comm))
+    return found

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 import testinfra.host
 from pydantic import BaseModel, ConfigDict
 
-from ..core.models import CommandResult, HostProcess, HttpResponse, Outcome
+from ..core.models import CommandResult, Connection, HostProcess, HttpResponse, Outcome
 from ..core.registry import Registry
 from ..shells.base import Shell
 from .vantage import MARIADB_SOCKET, mariadb_command, under
@@ -42,6 +42,10 @@ class Facts(Protocol):
     def modes(self, trees: Sequence[str]) -> dict[str, str] | None: ...
 
     def entries(self) -> list[tuple[str, int, int, int, int, int, int, int]] | None: ...
+
+    def connections(self) -> list[Connection] | None: ...
+
+    def servers_holding(self, inodes: set[int]) -> dict[int, str]: ...
 
 
 class HostAccess(Protocol):
@@ -94,6 +98,9 @@ class Probe:
     """set once this judgement's reward is 0.0 whatever the checks still looking find (a gate
     failed): a check may then stop waiting (a page that does not answer, a hold period);
     ``verify`` shares one between the probes of a judgement."""
+    world: Mapping[str, HostAccess] = field(default_factory=dict, repr=False, compare=False)
+    """the judgement's hosts by name, this one among them: where a page's request may wait
+    (``fixos.verifier.held``); empty where a probe is made alone."""
     known_facts: Facts | None = field(default=None, repr=False, compare=False)
     """this judgement's fingerprints of the host, where the vantage took them already."""
     _facts: list[Facts | None] = field(default_factory=list, repr=False, compare=False)

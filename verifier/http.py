@@ -11,13 +11,15 @@ from pydantic import Field
 
 from ..core.models import HttpResponse, Outcome
 from .base import CHECKS, Check, CheckParams, Probe
+from .held import NetworkWatch
 
 FIRST_WAIT = 5.0
 SECOND_WAIT = 10.0
 """seconds a page may take: a final verdict asks once more, for longer, when the first
 ask timed out. Two cores booting other episodes' hosts can hold a PHP page that reads
 MariaDB past 5 s; a page that was refused, reset or answered an error is not asked again
-(a restart loop gains nothing), and one that hangs still fails after 15 s in all."""
+(a restart loop gains nothing), nor one the network holds (``fixos.verifier.held``: failed
+within ~0.6 s), and one that hangs otherwise still fails after 15 s in all."""
 
 
 SETTLED = "not waited for: a gate failed, the verdict is 0.0 whatever this page does"
@@ -26,9 +28,11 @@ SETTLED = "not waited for: a gate failed, the verdict is 0.0 whatever this page 
 def _ask(probe: Probe, port: int, path: str, timeout: float) -> HttpResponse:
     """One ask, given up when the judgement is settled at 0.0 before the page answers (a
     do-nothing agent on a throttled link waited 15 s for a page that could change nothing:
-    net_5). The ask's own thread ends by its time-out."""
+    net_5), or when the network holds its request (``fixos.verifier.held``). The ask's own
+    thread ends by its time-out."""
     if probe.settled.is_set():
         return HttpResponse(0, b"", SETTLED)
+    watch = NetworkWatch(probe.world)  # looks only once the page is slow
     answers: list[HttpResponse | BaseException] = []
     answered = threading.Event()
 
@@ -44,6 +48,9 @@ def _ask(probe: Probe, port: int, path: str, timeout: float) -> HttpResponse:
     while not answered.wait(0.05):
         if probe.settled.is_set():
             return HttpResponse(0, b"", SETTLED)
+        held = watch.held() if watch.due() else None
+        if held is not None:  # not timed out: no second ask (waiting cannot bring a lost packet)
+            return HttpResponse(0, b"", held)
     if isinstance(answers[0], BaseException):
         raise answers[0]
     return answers[0]
