@@ -30,7 +30,9 @@ that is the scored checks' to judge, not the gates'. A restart that has failed i
 by evidence long before (``GAVE_UP_POLLS``), so only a slow start pays this bound."""
 POLL = 0.05
 GRACE_SECONDS = 1.0
-"""how long a daemon may take to answer once its init script has ended."""
+"""how long a daemon may take to answer once its init script has ended saying it started; one
+that said it failed, with none of the service's processes alive, has failed at once (tls_3's
+partial repair: nginx cannot load its key, its restart 1.13 -> 0.48 s)."""
 
 
 LEFTOVERS = {
@@ -128,6 +130,18 @@ def restart_script(service: str) -> str:
         if log
         else ""
     )
+    # Its script ended saying it failed, and none of its processes lives: no grace to wait
+    # out (a daemon that forks late lives, and its script said 0).
+    dead = f"""
+      alive=
+      for d in /proc/[0-9]*; do
+        c=; read -r c 2>/dev/null < "$d/comm"
+        case "$names" in *" $c "*) [ -n "$c" ] && alive=1 && break;; esac
+      done
+      [ -n "$alive" ] && dead=0 || dead=$((dead + 1))
+      if [ $dead -ge {GAVE_UP_POLLS} ]; then
+        echo "not up: /etc/init.d/{service} start exited $rc and none of its processes lives"; exit 1
+      fi"""
     return f"""
 {{ exec 9<> <(:); }} 2>/dev/null
 nap() {{ read -t {POLL} -u 9 2>/dev/null; [ $? -gt 128 ] || sleep {POLL}; }}
@@ -152,7 +166,7 @@ done
 rm -f {q(pidfile)} {q(socket) if socket else ""}
 logsize=0; {f"[ -f {q(log)} ] && logsize=$(wc -c < {q(log)})" if log else ":"}
 /etc/init.d/{q(service)} start </dev/null >/dev/null 2>&1 9<&- &
-s=$!; i=0; ended=; grace={int(GRACE_SECONDS / POLL)}; gone=0; seen=
+s=$!; i=0; ended=; rc=; grace={int(GRACE_SECONDS / POLL)}; gone=0; dead=0; seen=
 while [ $i -lt {start_polls} ]; do
   if [ -z "$ended" ]; then
     st=; read -r st 2>/dev/null < "/proc/$s/stat"
@@ -163,12 +177,15 @@ while [ $i -lt {start_polls} ]; do
   if [ -n "$ended" ]; then
     pidof_
     if [ -n "$p" ] && [ -d "/proc/$p" ] && [ {hint} ]; then echo "up (pid $p)"; exit 0; fi
+    [ -z "$rc" ] && {{ wait "$s"; rc=$?; }}
+    if [ "$rc" != 0 ]; then{dead}
+    fi
     [ $grace -le 0 ] && break
     grace=$((grace - 1))
   fi
   nap; i=$((i + 1))
 done
-wait "$s"; rc=$?
+[ -z "$rc" ] && {{ wait "$s"; rc=$?; }}
 echo "not up: /etc/init.d/{service} start exited $rc and no live daemon answers"; exit 1
 """
 

@@ -330,6 +330,23 @@ def test_a_start_that_failed_is_known_from_evidence_not_from_the_init_scripts_po
 
 
 @pytest.mark.live
+def test_a_start_its_init_script_says_failed_is_not_given_the_grace(live_host: LiveHost) -> None:
+    """nginx with a configuration it cannot load: its init script's config test fails, the
+    script exits 1, no nginx process lives; the restart has failed then, without waiting out
+    the grace a daemon gets to answer after a script that said it started."""
+    conf = "/etc/nginx/nginx.conf"
+    assert live_host.run_program(["sh", "-c", f"cp {conf} /root/nginx.conf && echo 'no_such;' >> {conf}"]).ok
+    try:
+        [restart] = restart_services({"web": live_host}, {"web": ["nginx"]})
+    finally:
+        assert live_host.run_program(["sh", "-c", f"cp /root/nginx.conf {conf}"]).ok
+    assert not restart.result.ok, restart.line
+    assert "exited 1 and none of its processes lives" in restart.line, restart.line
+    [again] = restart_services({"web": live_host}, {"web": ["nginx"]})
+    assert again.result.ok, again.line
+
+
+@pytest.mark.live
 def test_a_repair_undone_on_disk_earns_nothing_though_it_serves_until_the_restart(
     client: docker.DockerClient, images: dict[str, str], test_run_id: str
 ) -> None:
