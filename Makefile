@@ -10,7 +10,7 @@ ARGS  ?=
 
 HARBOR_VERSION ?= 0.26.0
 
-.PHONY: bench test setup-browser nightly perf perf-sessions perf-ray perf-price perf-harbor soak harbor-check train-smoke lint format setup engine venv images clean
+.PHONY: bench test setup-browser nightly perf perf-sessions perf-ray perf-price perf-failing perf-harbor soak harbor-check train-smoke lint format setup engine venv images clean
 
 bench: setup
 	@$(BIN)/fixos bench $(ARGS)
@@ -31,6 +31,10 @@ perf: setup
 # Only the price of a valid episode: each phase's wall and machine CPU-s, episodes/min.
 perf-price: setup
 	$(BIN)/python scripts/perf_price.py $(ARGS)
+
+# Only a failing episode's verify against a passing one's (oracle, nop, partial; target <= 1.5).
+perf-failing: setup
+	$(BIN)/python scripts/perf_failing.py $(ARGS)
 
 # Only Harbor side by side with FixOS: 8 easy_1 oracle trials 4 at a time, each runner in turn.
 perf-harbor: setup

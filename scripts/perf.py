@@ -153,6 +153,9 @@ def main() -> int:
         from perf_price import measure_price  # each phase of a valid episode, wall and CPU
 
         figures.update(measure_price(3 if args.quick else 5, 12, say=console.print))
+        from perf_failing import measure_failing  # a failing episode's verify against a passing one's
+
+        figures.update(measure_failing(1 if args.quick else 3, ["net_5", "net_hard_3", "net_3", "tls_3"]))
         from perf_harbor import measure_side_by_side  # Harbor's own runner on the exported task
 
         # and once more without the hold window (no valid score): what the hold costs such a run

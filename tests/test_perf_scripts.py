@@ -36,3 +36,12 @@ def test_perf_sessions_measures_one_session(client, images) -> None:
     assert row["sessions"] == 1 and row["cold resets"] == 1, row  # opened while measured: not prepared
     assert 0.0 < row["reset p50 s"] < 60 and 0.0 < row["step p50 s"] < 30, row
     assert row["steps/s"] > 0, row
+
+
+@pytest.mark.live
+def test_perf_failing_measures_one_scenario() -> None:
+    """oracle and nop at one seed, their verify medians and the ratio of the failing one."""
+    figures = _script("perf_failing").measure_failing(1, ["easy_1"], say=lambda line: None)
+    oracle, nop = figures["easy_1 verify oracle: median s"], figures["easy_1 verify nop: median s"]
+    assert 0.0 < oracle < 60 and 0.0 < nop < 60, figures
+    assert figures["easy_1 failing / passing verify"] == pytest.approx(nop / oracle), figures
