@@ -134,6 +134,21 @@ def booted(
 
 
 @contextmanager
+def booted_stack(
+    client: docker.DockerClient, images: dict[str, str], run_id: str, hosts: Sequence[HostSpec]
+) -> Iterator[Stack]:
+    """``hosts`` booted on one network as an episode gets them; taken down on the way out,
+    whether or not they came up, with whatever else is labelled ``run_id``."""
+    stack = Stack(client, run_id=run_id, episode_id=run_id, hosts=list(hosts), images=images)
+    try:
+        stack.up()
+        yield stack
+    finally:
+        stack.down()
+        remove_labelled(client, run_id=run_id)
+
+
+@contextmanager
 def inspector_probe(client: docker.DockerClient, host: LiveHost, image: str) -> Iterator[Probe]:
     """What a check sees of ``host`` through an inspector, as an episode's verdicts are taken."""
     with Inspector(client, host, image) as inspector:

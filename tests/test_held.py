@@ -10,11 +10,10 @@ import shlex
 import time
 
 import pytest
+from helpers import booted_stack
 
 from fixos.core.models import Connection
 from fixos.scenarios.schema import HostSpec
-from fixos.stack.hosts import Stack
-from fixos.stack.leftovers import remove_labelled
 from fixos.verifier.base import Probe
 from fixos.verifier.held import HELD_SECONDS, NetworkWatch, stall_ms
 from fixos.verifier.http import FIRST_WAIT, _ask, get_page
@@ -113,13 +112,8 @@ def stack(client, images):
         HostSpec(name="app", role="app"),
         HostSpec(name="db", role="db", caps=["NET_ADMIN"]),
     ]
-    stack = Stack(client, run_id=RUN_ID, episode_id=RUN_ID, hosts=hosts, images=images)
-    try:
-        stack.up()
+    with booted_stack(client, images, RUN_ID, hosts) as stack:
         yield stack
-    finally:
-        stack.down()
-        remove_labelled(client, run_id=RUN_ID)
 
 
 def page_probe(stack, patient=True):

@@ -11,14 +11,12 @@ from __future__ import annotations
 import time
 
 import pytest
-from helpers import inspector_probe
+from helpers import booted_stack, inspector_probe
 
 from fixos.core.errors import InvalidEpisode
 from fixos.injector import FAULTS
 from fixos.injector.base import fault_rng
 from fixos.scenarios.schema import HostSpec
-from fixos.stack.hosts import Stack
-from fixos.stack.leftovers import remove_labelled
 from fixos.verifier import CHECKS
 
 pytestmark = pytest.mark.live
@@ -35,13 +33,8 @@ def stack(client, images):
         HostSpec(name="app", role="app", caps=["NET_ADMIN"]),
         HostSpec(name="db", role="db", caps=["NET_ADMIN"]),
     ]
-    stack = Stack(client, run_id=RUN_ID, episode_id=RUN_ID, hosts=hosts, images=images)
-    try:
-        stack.up()
+    with booted_stack(client, images, RUN_ID, hosts) as stack:
         yield stack
-    finally:
-        stack.down()
-        remove_labelled(client, run_id=RUN_ID)
 
 
 @pytest.fixture(scope="module")
