@@ -114,6 +114,22 @@ def test_firewall_blocks_then_its_undo(stack, app_probe, seed):
     assert seeded["action"] in ("DROP", "REJECT")
 
 
+def test_a_dropped_syn_fails_db_reachable_at_once_as_held(stack, app_probe):
+    """the connect is made from this machine in app's namespace: a SYN db drops is given up
+    after 0.5 s as held by the network, not waited for the check's 3 s"""
+    drop = "iptables -I INPUT -p tcp --dport 3306 -j DROP"
+    with stack.hosts["db"].shell() as shell:
+        assert shell.run(drop, timeout=10).ok
+        try:
+            failed = check("db_reachable").evaluate(app_probe, None)
+        finally:
+            assert shell.run(drop.replace("-I", "-D"), timeout=10).ok
+    assert not failed.passed and "its SYN unanswered over 0.5 s (held by the network)" in failed.detail, (
+        failed
+    )
+    assert check("db_reachable").evaluate(app_probe, None).passed
+
+
 def test_firewall_flushed_loses_the_hardening(stack, app_probe):
     fault = FAULTS.get("firewall_blocks")(FAULTS.get("firewall_blocks").Params())
     kept = check("firewall_kept")
