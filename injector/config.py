@@ -39,8 +39,8 @@ EDITS: dict[str, list[Edit]] = {
         Edit(MARIADB_FIXOS, "max_connections = 40", "max_connections = 4O", "bad number"),
         Edit(
             MARIADB_FIXOS,
-            "innodb_log_file_size = 16M",
-            "innodb_logfile_size = 16M",
+            "innodb_log_file_size = 4M",
+            "innodb_logfile_size = 4M",
             "unknown variable",
         ),
     ],
