@@ -11,7 +11,10 @@ everything else on the machine), and the ratios of episodes per minute, FixOS / 
 Also how many cores each kept busy, and the ratio of CPU-seconds per episode: where the
 wall ratio falls below it, the difference is idle time at a run's edges, not work.
 ``--without-hold`` adds a fourth runner, the API with the final verdicts' hold window cut
-to 0 s: not a valid score, only what the hold costs a run of this size.
+to 0 s: not a valid score, only what the hold costs a run of this size. Last, one run of
+``cpu_ledger`` weighs FixOS's own work (its process, the judge) in an episode, and the CPU
+ratio is given again with that work free: how far any speed-up of FixOS itself could take it,
+against the hosts' boots and restarts and the engine, which every valid episode pays.
 
     .venv/bin/python scripts/perf_harbor.py [--trials 8] [--concurrent 4] [--rounds 4] [--without-hold]
 """
@@ -30,6 +33,7 @@ import time
 from pathlib import Path
 from unittest import mock
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its neighbours, also when loaded by path
 from harbor_env import ROOT, ensure_harbor, harbor_env, run_job
 from perf_results import write_results
 
@@ -187,7 +191,35 @@ def measure_side_by_side(
         figures[f"the {HOLD_SECONDS:g} s hold, {label}: median wall s it adds to the API's run"] = (
             statistics.median(costs)
         )
+    figures.update(
+        ceiling(rows, trials, label, ledger_of=lambda: own_work(client, images, catalog, trials, concurrent))
+    )
     return figures
+
+
+def own_work(client, images, catalog, trials: int, concurrent: int) -> float:
+    """CPU-s per episode of FixOS's own work in a run like the API's: its process and the
+    judge, by ``cpu_ledger`` (a run of its own: the ledger's watch would weigh on the rounds)."""
+    from cpu_ledger import ledger  # it imports this module
+
+    spent = ledger(client, images, catalog, SCENARIO, trials, concurrent)
+    return spent["FixOS (this process): CPU-s per episode"] + spent["judge: CPU-s per episode"]
+
+
+def ceiling(rows: dict[str, list[float]], trials: int, label: str, ledger_of) -> dict[str, float]:
+    """How far the CPU ratio could go: Harbor's CPU-s per trial over what FixOS's episode costs
+    without FixOS's own work (the hosts' boots and restarts, the engine, the kernel: what the
+    episode's world and its validity phases cost whoever drives them)."""
+    harbor = statistics.median(rows["harbor_cpu"]) / trials
+    api = statistics.median(rows["fixos_cpu"]) / trials
+    own = ledger_of()
+    if not 0 <= own < api:
+        raise RuntimeError(f"FixOS's own work measured {own:.3f} CPU-s of an episode of {api:.3f}")
+    return {
+        f"FixOS's own work (its process, the judge), {label}: CPU-s per episode": own,
+        f"FixOS's API without its own work, {label}: CPU-s per episode": api - own,
+        f"Harbor / that ({label}): the CPU ratio with FixOS's own work free": harbor / (api - own),
+    }
 
 
 def _busy(rows: dict[str, list[float]], key: str) -> float:

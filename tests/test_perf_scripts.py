@@ -45,3 +45,20 @@ def test_perf_failing_measures_one_scenario() -> None:
     oracle, nop = figures["easy_1 verify oracle: median s"], figures["easy_1 verify nop: median s"]
     assert 0.0 < oracle < 60 and 0.0 < nop < 60, figures
     assert figures["easy_1 failing / passing verify"] == pytest.approx(nop / oracle), figures
+
+
+@pytest.mark.live
+def test_perf_harbor_weighs_fixos_own_work(client, images) -> None:
+    """The ledger behind the ceiling line runs against the code it weighs (2 episodes), and
+    the ceiling is Harbor's CPU over FixOS's without its own work; an impossible weight
+    (more than the episode) is refused rather than printed."""
+    perf_harbor = _script("perf_harbor")
+    own = perf_harbor.own_work(client, images, load_catalog(), 2, 2)
+    assert 0.0 < own < 2.0, own  # a process and a judge, well under a whole episode
+    rows = {"harbor_cpu": [40.0, 44.0], "fixos_cpu": [16.0, 14.0]}  # CPU-s of rounds of 8
+    got = perf_harbor.ceiling(rows, 8, "8 trials", ledger_of=lambda: 0.25)
+    assert got["Harbor / that (8 trials): the CPU ratio with FixOS's own work free"] == pytest.approx(
+        5.25 / (1.875 - 0.25)
+    )
+    with pytest.raises(RuntimeError, match="own work"):
+        perf_harbor.ceiling(rows, 8, "8 trials", ledger_of=lambda: 2.0)
