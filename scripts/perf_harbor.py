@@ -14,7 +14,9 @@ wall ratio falls below it, the difference is idle time at a run's edges, not wor
 to 0 s: not a valid score, only what the hold costs a run of this size. Last, one run of
 ``cpu_ledger`` weighs FixOS's own work (its process, the judge) in an episode, and the CPU
 ratio is given again with that work free: how far any speed-up of FixOS itself could take it,
-against the hosts' boots and restarts and the engine, which every valid episode pays.
+against the hosts' boots and restarts and the engine, which every valid episode pays. That
+run's split is printed too: the hosts, the engine, the shims, FixOS's process, the judge, and
+the rest (the kernel's own work, anything else on the machine).
 
     .venv/bin/python scripts/perf_harbor.py [--trials 8] [--concurrent 4] [--rounds 4] [--without-hold]
 """
@@ -192,30 +194,54 @@ def measure_side_by_side(
             statistics.median(costs)
         )
     figures.update(
-        ceiling(rows, trials, label, ledger_of=lambda: own_work(client, images, catalog, trials, concurrent))
+        ceiling(rows, trials, label, ledger_of=lambda: spenders(client, images, catalog, trials, concurrent))
     )
     return figures
 
 
-def own_work(client, images, catalog, trials: int, concurrent: int) -> float:
-    """CPU-s per episode of FixOS's own work in a run like the API's: its process and the
-    judge, by ``cpu_ledger`` (a run of its own: the ledger's watch would weigh on the rounds)."""
+SPENDERS = {
+    "hosts": "the hosts (their boots, faults, repairs, and a second start of every service)",
+    "engine (dockerd, containerd)": "the engine (dockerd, containerd and what they run: runc, iptables)",
+    "shims": "the containers' shims",
+    "FixOS (this process)": "FixOS's process",
+    "judge": "the judge",
+}
+"""each ``cpu_ledger`` spender, and what it stands for in the split printed beside the ceiling."""
+OWN = ("FixOS (this process)", "judge")
+"""the spenders that are FixOS's own work: what a faster FixOS could still take off."""
+
+
+def spenders(client, images, catalog, trials: int, concurrent: int) -> dict[str, float]:
+    """CPU-s per episode of each spender in a run like the API's, by ``cpu_ledger`` (a run of
+    its own: the ledger's watch would weigh on the rounds)."""
     from cpu_ledger import ledger  # it imports this module
 
-    spent = ledger(client, images, catalog, SCENARIO, trials, concurrent)
-    return spent["FixOS (this process): CPU-s per episode"] + spent["judge: CPU-s per episode"]
+    return ledger(client, images, catalog, SCENARIO, trials, concurrent)
 
 
 def ceiling(rows: dict[str, list[float]], trials: int, label: str, ledger_of) -> dict[str, float]:
     """How far the CPU ratio could go: Harbor's CPU-s per trial over what FixOS's episode costs
     without FixOS's own work (the hosts' boots and restarts, the engine, the kernel: what the
-    episode's world and its validity phases cost whoever drives them)."""
+    episode's world and its validity phases cost whoever drives them). ``ledger_of()``: the
+    ledger's figures; its split by spender is given too, with what no spender was charged
+    (the kernel's own work, anything else on the machine) as the rest."""
     harbor = statistics.median(rows["harbor_cpu"]) / trials
     api = statistics.median(rows["fixos_cpu"]) / trials
-    own = ledger_of()
+    spent = ledger_of()
+    own = sum(spent[f"{name}: CPU-s per episode"] for name in OWN)
     if not 0 <= own < api:
         raise RuntimeError(f"FixOS's own work measured {own:.3f} CPU-s of an episode of {api:.3f}")
+    whole = spent["machine-wide (/proc/stat): CPU-s per episode"]
+    split = {
+        f"the ledger's run ({label}), {what}: CPU-s per episode": spent[f"{name}: CPU-s per episode"]
+        for name, what in SPENDERS.items()
+    }
+    split[f"the ledger's run ({label}), the rest (the kernel, anything else): CPU-s per episode"] = (
+        whole - spent["counted: CPU-s per episode"]
+    )
+    split[f"the ledger's run ({label}), machine-wide: CPU-s per episode"] = whole
     return {
+        **split,
         f"FixOS's own work (its process, the judge), {label}: CPU-s per episode": own,
         f"FixOS's API without its own work, {label}: CPU-s per episode": api - own,
         f"Harbor / that ({label}): the CPU ratio with FixOS's own work free": harbor / (api - own),

@@ -49,16 +49,39 @@ def test_perf_failing_measures_one_scenario() -> None:
 
 @pytest.mark.live
 def test_perf_harbor_weighs_fixos_own_work(client, images) -> None:
-    """The ledger behind the ceiling line runs against the code it weighs (2 episodes), and
-    the ceiling is Harbor's CPU over FixOS's without its own work; an impossible weight
-    (more than the episode) is refused rather than printed."""
+    """The ledger behind the ceiling line runs against the code it weighs (2 episodes); the
+    ceiling is Harbor's CPU over FixOS's without its own work (its process and the judge),
+    the split gives each spender and the rest, and an impossible weight (more than the
+    episode) is refused rather than printed."""
     perf_harbor = _script("perf_harbor")
-    own = perf_harbor.own_work(client, images, load_catalog(), 2, 2)
-    assert 0.0 < own < 2.0, own  # a process and a judge, well under a whole episode
+    spent = perf_harbor.spenders(client, images, load_catalog(), 2, 2)
+    own = sum(spent[f"{name}: CPU-s per episode"] for name in perf_harbor.OWN)
+    assert 0.0 < own < 2.0, spent  # a process and a judge, well under a whole episode
+    assert spent["hosts: CPU-s per episode"] > 0.3, spent  # two starts of MariaDB alone cost more
+    per_episode = {f"{name}: CPU-s per episode" for name in perf_harbor.SPENDERS}
+    assert per_episode <= set(spent), spent  # every spender the split names is the ledger's
+
+    def ledger(fixos: float) -> dict[str, float]:
+        return {
+            "hosts: CPU-s per episode": 1.0,
+            "engine (dockerd, containerd): CPU-s per episode": 0.3,
+            "shims: CPU-s per episode": 0.02,
+            "FixOS (this process): CPU-s per episode": fixos,
+            "judge: CPU-s per episode": 0.05,
+            "counted: CPU-s per episode": 1.37 + fixos,
+            "machine-wide (/proc/stat): CPU-s per episode": 1.8,
+        }
+
     rows = {"harbor_cpu": [40.0, 44.0], "fixos_cpu": [16.0, 14.0]}  # CPU-s of rounds of 8
-    got = perf_harbor.ceiling(rows, 8, "8 trials", ledger_of=lambda: 0.25)
+    got = perf_harbor.ceiling(rows, 8, "8 trials", ledger_of=lambda: ledger(0.2))
     assert got["Harbor / that (8 trials): the CPU ratio with FixOS's own work free"] == pytest.approx(
         5.25 / (1.875 - 0.25)
     )
+    own_line = "FixOS's own work (its process, the judge), 8 trials: CPU-s per episode"
+    assert got[own_line] == pytest.approx(0.25)
+    rest = "the ledger's run (8 trials), the rest (the kernel, anything else): CPU-s per episode"
+    assert got[rest] == pytest.approx(1.8 - 1.57)
+    hosts = f"the ledger's run (8 trials), {perf_harbor.SPENDERS['hosts']}: CPU-s per episode"
+    assert got[hosts] == 1.0
     with pytest.raises(RuntimeError, match="own work"):
-        perf_harbor.ceiling(rows, 8, "8 trials", ledger_of=lambda: 2.0)
+        perf_harbor.ceiling(rows, 8, "8 trials", ledger_of=lambda: ledger(2.0))
